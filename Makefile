@@ -1,0 +1,41 @@
+# logstream — the two commands of the README:
+#   make run    set up everything, then run the main job on the real NASA day
+#   make test   set up everything, then run the test suite
+# Set-up is idempotent: a virtual environment in .venv, Java 17 via apt-get when missing.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+export LOGSTREAM_DATA_DIR ?= $(abspath ../shared/data)
+NASA_DAY := $(LOGSTREAM_DATA_DIR)/NASA_access_log_Jul95_day09.log.gz
+OUT    ?= out
+
+.PHONY: setup run test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+setup: $(STAMP)
+	@scripts/ensure-java.sh
+
+run: setup
+	mkdir -p $(OUT)
+	$(VENV)/bin/logstream batch $(NASA_DAY) --json $(OUT)/nasa-day.json --html $(OUT)/nasa-day.html
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+bench: setup
+	$(PY) bench/bench_batch.py
+
+clean:
+	rm -rf $(OUT) .pytest_cache .ruff_cache

@@ -1,0 +1,41 @@
+"""The ``logstream`` command line: one module per command, all registered on one Typer app."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from logstream.cli import batch as _batch  # noqa: F401  (registers the command)
+from logstream.cli.app import app, err_console
+from logstream.errors import LogstreamError
+
+__all__ = ["app", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit status.
+
+    A :class:`~logstream.errors.LogstreamError` (bad option, path or format) prints its message
+    without a traceback and exits 2; usage errors exit 2 as click reports them.
+    """
+    try:
+        app(args=argv, standalone_mode=False)
+    except LogstreamError as exc:
+        err_console.print(f"[bold red]error:[/bold red] {exc}")
+        return 2
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("aborted")
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    return 0
+
+
+def entry_point() -> None:  # pragma: no cover - console script
+    """Console-script entry: ``sys.exit(main())``."""
+    sys.exit(main())

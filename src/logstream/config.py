@@ -1,0 +1,111 @@
+"""Settings shared by every logstream command.
+
+Settings come from, in order of precedence: explicit arguments (CLI flags), environment
+variables prefixed ``LOGSTREAM_``, then the defaults below. They are validated on
+construction; a bad value raises :class:`~logstream.errors.ConfigError` naming the value.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from logstream.errors import ConfigError
+
+__all__ = ["DEFAULT_DATA_DIR", "SparkSettings", "data_dir", "validate_time_zone"]
+
+#: Where the real access logs live on the team's machines, relative to the working directory.
+DEFAULT_DATA_DIR = Path("../shared/data")
+
+
+def data_dir() -> Path:
+    """Return the directory holding real access logs.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$LOGSTREAM_DATA_DIR`` when set, else ``../shared/data`` (relative to the working
+        directory, as on the team's machines and in CI). The directory may not exist; callers
+        that need a file from it check and report.
+    """
+    return Path(os.environ.get("LOGSTREAM_DATA_DIR", str(DEFAULT_DATA_DIR))).expanduser()
+
+
+def validate_time_zone(name: str) -> str:
+    """Return ``name`` if it is an IANA time-zone name, else raise.
+
+    Raises
+    ------
+    ConfigError
+        When ``name`` is not a known zone (e.g. ``America/New_Yrok``).
+    """
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(
+            f"unknown time zone {name!r}: use an IANA name such as 'UTC' or 'America/New_York'"
+        ) from exc
+    return name
+
+
+class SparkSettings(BaseModel):
+    """How logstream builds its SparkSession.
+
+    Parameters
+    ----------
+    master : str or None
+        Spark master URL. ``None`` means: keep what ``spark-submit`` set, else ``local[*]``.
+    app_name : str
+        Application name shown in the Spark UI.
+    shuffle_partitions : int
+        ``spark.sql.shuffle.partitions``; the default 4 suits a 2-core machine (Spark's 200 would
+        spend most of a micro-batch scheduling empty tasks).
+    ui_enabled : bool
+        Whether to start the Spark web UI (port 4040); tests switch it off.
+    extra : dict of str to str
+        Any other Spark configuration, applied last (``--conf`` style).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    master: str | None = Field(default_factory=lambda: os.environ.get("LOGSTREAM_SPARK_MASTER"))
+    app_name: str = "logstream"
+    shuffle_partitions: int = Field(default=4, ge=1, le=100_000)
+    ui_enabled: bool = True
+    extra: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("master")
+    @classmethod
+    def _master_is_url(cls, value: str | None) -> str | None:
+        if value is not None and not (
+            value.startswith(("local", "spark://", "yarn", "k8s://", "mesos://"))
+        ):
+            raise ValueError(
+                f"master {value!r} is not a Spark master URL: use local[*], local[N] or spark://HOST:PORT"
+            )
+        return value
+
+    @classmethod
+    def build(cls, **values: object) -> SparkSettings:
+        """Construct settings, turning validation errors into :class:`ConfigError`.
+
+        Raises
+        ------
+        ConfigError
+            When a value is out of range or of the wrong kind; the message names it.
+        """
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc)) from exc
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "value"
+        parts.append(f"{where}={err.get('input')!r}: {err['msg']}")
+    return "invalid setting: " + "; ".join(parts)

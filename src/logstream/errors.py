@@ -1,0 +1,37 @@
+"""Exceptions raised by logstream.
+
+Every exception raised on purpose by logstream derives from :class:`LogstreamError`, so a
+caller can catch one type. Bad *data* is never an exception: an unparseable log line goes to
+the quarantine output with its reason and is counted (see :mod:`logstream.parsing`).
+
+Exception tree::
+
+    LogstreamError
+    ├── ConfigError        a bad option or setting value
+    ├── InputPathError     an input path that does not exist or holds no files
+    └── LogFormatError     a log format that cannot be compiled or detected
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "InputPathError", "LogFormatError", "LogstreamError"]
+
+
+class LogstreamError(Exception):
+    """Root of every exception logstream raises on purpose.
+
+    The message names the offending value and how to fix it; the CLI prints it without a
+    traceback and exits with status 2.
+    """
+
+
+class ConfigError(LogstreamError):
+    """Raised when an option or setting has a value logstream cannot use."""
+
+
+class InputPathError(LogstreamError):
+    """Raised when an input path, directory or glob matches no readable file."""
+
+
+class LogFormatError(LogstreamError):
+    """Raised when a ``LogFormat`` string cannot be compiled or ``auto`` detection fails."""

@@ -1,0 +1,19 @@
+"""Parsing: log lines → canonical events (:mod:`logstream.schema`) + quarantine."""
+
+from logstream.parsing.detect import detect_format, resolve_format
+from logstream.parsing.logformat import COMBINED, COMMON, NAMED_FORMATS, CompiledFormat, compile_format
+from logstream.parsing.parser import REASON_COLUMN, events, parse, quarantine
+
+__all__ = [
+    "COMBINED",
+    "COMMON",
+    "NAMED_FORMATS",
+    "REASON_COLUMN",
+    "CompiledFormat",
+    "compile_format",
+    "detect_format",
+    "events",
+    "parse",
+    "quarantine",
+    "resolve_format",
+]

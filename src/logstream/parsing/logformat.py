@@ -1,0 +1,344 @@
+"""Compile Apache ``LogFormat`` (and nginx ``log_format``) strings into one regular expression.
+
+The regular expression is written in the common subset of Java and Python syntax: Spark runs it
+(``regexp_replace``, Java ``java.util.regex``) and ``auto`` detection and the tests run it in
+Python. It is anchored at both ends and captures each field logstream keeps, in order; fields
+logstream does not keep are matched but not captured.
+
+Supported Apache directives (Apache docs, ``mod_log_config``):
+
+=============================  ======================================================
+directive                      field
+=============================  ======================================================
+``%h`` ``%a``                  ``client_host``
+``%l``                         ``ident``
+``%u``                         ``user``
+``%t``                         ``event_time`` from ``[dd/MMM/yyyy:HH:mm:ss Z]``
+``%{FORMAT}t``                 ``event_time`` from a strftime ``FORMAT`` (``%Y %m %d %H
+                               %I %M %S %p %b %y %z``), or ``sec`` / ``msec`` epochs
+``%r``                         ``method``, ``url_path``, ``query_string``, ``protocol``
+``%m`` ``%U`` ``%q`` ``%H``    method, URL path, query string (``?…``), protocol
+``%>s`` ``%s`` ``%<s``         ``status``
+``%b`` ``%B`` ``%O``           ``bytes_sent`` (``-`` means 0)
+``%D`` / ``%T``                ``response_time_us`` (microseconds / whole seconds)
+``%{Referer}i``                ``referrer``
+``%{User-agent}i``             ``user_agent``
+any other ``%x`` / ``%{…}x``   matched, not kept
+``%%`` ``\\t`` ``\\"``         a literal ``%``, tab, quote
+=============================  ======================================================
+
+nginx ``log_format`` strings (``$remote_addr - $remote_user [$time_local] "$request" …``) are
+translated to the Apache directives above first; ``$request_time`` (seconds with a fraction)
+fills ``response_time_us``.
+
+Leniency, on purpose:
+
+* a request line is split leniently, as real servers logged it: the method is the first word,
+  the target the second, the protocol the last ``HTTP/x`` word; anything between is ignored
+  (``"GET /ksc.html   NASA/Kennedy Space Center Home Page HTTP/1.0"`` → ``/ksc.html``);
+  a request with no protocol (``"GET /"``) or no method at all (``"-"``) still parses;
+* when a format ends with a quoted field, a line cut off inside that field (a truncated
+  ``User-Agent``, as log rotation or a full disk leaves) parses with the text that was written:
+  the request itself was served and is counted;
+* trailing white space (including a ``\\r`` left by CRLF files) is ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from logstream.errors import LogFormatError
+
+__all__ = ["COMBINED", "COMMON", "NAMED_FORMATS", "CompiledFormat", "compile_format"]
+
+COMMON = '%h %l %u %t "%r" %>s %b'
+COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"'
+
+#: Named formats accepted wherever a format is asked for.
+NAMED_FORMATS: dict[str, str] = {
+    "common": COMMON,
+    "clf": COMMON,
+    "combined": COMBINED,
+    "nginx": '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent"',
+}
+
+# Character classes. U+0001 is the separator of the parser's split, so no field may hold it.
+_TOKEN = r"[^\s\x01]+"
+_QUOTED = r'(?:[^"\\\x01]|\\[^\x01])*'
+_JUNK_CHAR = r'(?:[^"\\\x01]|\\[^\x01])'
+_METHOD = r"[A-Za-z][A-Za-z_-]*"
+_PATH_IN_QUOTES = r'(?:[^\s"?\\\x01]|\\[^\x01])*'
+_QUERY_IN_QUOTES = r'(?:[^\s"\\\x01]|\\[^\x01])*'
+_PROTOCOL = r"[Hh][Tt][Tt][Pp]/[0-9.]+"
+
+_CLF_TIME_PATTERN = "dd/MMM/yyyy:HH:mm:ss Z"
+
+# strftime directive -> (regex, Spark datetime pattern)
+_STRFTIME: dict[str, tuple[str, str]] = {
+    "Y": (r"\d{4}", "yyyy"),
+    "y": (r"\d{2}", "yy"),
+    "m": (r"\d{2}", "MM"),
+    "d": (r"\d{2}", "dd"),
+    "e": (r"[ \d]\d", "d"),
+    "H": (r"\d{2}", "HH"),
+    "I": (r"\d{2}", "hh"),
+    "M": (r"\d{2}", "mm"),
+    "S": (r"\d{2}", "ss"),
+    "p": (r"[AaPp][Mm]", "a"),
+    "b": (r"[A-Za-z]{3}", "MMM"),
+    "z": (r"[+-]\d{4}", "Z"),
+}
+
+_NGINX_VARS: dict[str, str] = {
+    "remote_addr": "%h",
+    "remote_user": "%u",
+    "time_local": "%t",
+    "request": "%r",
+    "status": "%>s",
+    "body_bytes_sent": "%b",
+    "bytes_sent": "%O",
+    "http_referer": "%{Referer}i",
+    "http_user_agent": "%{User-agent}i",
+    "request_method": "%m",
+    "server_protocol": "%H",
+    "request_time": "%{nginx_request_time}x",
+    "msec": "%{msec_frac}t",
+}
+
+_DIRECTIVE = re.compile(r"%([<>]?)(?:\{([^}]*)\})?([a-zA-Z%])")
+
+
+@dataclass(frozen=True)
+class CompiledFormat:
+    """A log format compiled for the parser.
+
+    Attributes
+    ----------
+    name : str
+        The name the user gave (``combined``) or the format string itself.
+    log_format : str
+        The Apache ``LogFormat`` string.
+    regex : str
+        Anchored regular expression, valid in Java and Python, with one capturing group per
+        entry of ``fields``.
+    fields : tuple of str
+        The logstream field each capturing group fills, in group order. Names are event
+        columns, plus ``time`` (raw time text), ``target`` (path and query together),
+        ``response_time_s``/``response_time_us``/``response_time_s_frac``.
+    time_kind : str
+        How to read the ``time`` group: ``"pattern"`` (Spark datetime ``time_pattern``),
+        ``"epoch_s"``, ``"epoch_ms"`` or ``"epoch_s_frac"``.
+    time_pattern : str or None
+        Spark datetime pattern when ``time_kind == "pattern"``.
+    """
+
+    name: str
+    log_format: str
+    regex: str
+    fields: tuple[str, ...]
+    time_kind: str = "pattern"
+    time_pattern: str | None = _CLF_TIME_PATTERN
+
+    @property
+    def python_regex(self) -> re.Pattern[str]:
+        """The same regular expression compiled by Python's :mod:`re`."""
+        return re.compile(self.regex)
+
+    def has(self, name: str) -> bool:
+        """Return whether the format fills the field ``name``."""
+        return name in self.fields
+
+
+def _nginx_to_apache(fmt: str) -> str:
+    def repl(match: re.Match[str]) -> str:
+        var = match.group(1) or match.group(2)
+        return _NGINX_VARS.get(var, "%{" + var + "}x")
+
+    escaped = fmt.replace("%", "%%")
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", repl, escaped)
+
+
+def _strftime(fmt: str) -> tuple[str, str]:
+    """Translate a strftime format into (regex, Spark datetime pattern)."""
+    regex, pattern, i = [], [], 0
+    while i < len(fmt):
+        ch = fmt[i]
+        if ch == "%" and i + 1 < len(fmt):
+            code = fmt[i + 1]
+            if code not in _STRFTIME:
+                raise LogFormatError(
+                    f"time format {fmt!r}: strftime directive %{code} is not supported; "
+                    f"use one of {', '.join('%' + c for c in _STRFTIME)}"
+                )
+            rx, pat = _STRFTIME[code]
+            regex.append(rx)
+            pattern.append(pat)
+            i += 2
+            continue
+        regex.append(re.escape(ch))
+        pattern.append(f"'{ch}'" if ch.isalpha() else ch)
+        i += 1
+    return "".join(regex), "".join(pattern)
+
+
+def _literal(text: str) -> str:
+    return re.escape(text.replace("\\t", "\t").replace('\\"', '"').replace("\\n", "\n"))
+
+
+def compile_format(spec: str) -> CompiledFormat:
+    """Compile a named format, an Apache ``LogFormat`` or an nginx ``log_format`` string.
+
+    Parameters
+    ----------
+    spec : str
+        ``common``, ``combined``, ``nginx``, or a format string with ``%`` directives
+        (Apache) or ``$variables`` (nginx).
+
+    Returns
+    -------
+    CompiledFormat
+        The anchored regular expression and the field each group fills.
+
+    Raises
+    ------
+    LogFormatError
+        When ``spec`` is neither a known name nor a format string, has no time field, or
+        uses an unsupported strftime directive.
+
+    Examples
+    --------
+    >>> f = compile_format("common")
+    >>> f.fields
+    ('client_host', 'ident', 'user', 'time', 'method', 'url_path', 'query_string', 'protocol', 'status', 'bytes_sent')
+    >>> bool(f.python_regex.match('h - - [09/Jul/1995:00:00:00 -0400] "GET / HTTP/1.0" 200 7067'))
+    True
+    """
+    name = spec
+    text = NAMED_FORMATS.get(spec.strip().lower())
+    if text is None:
+        if "%" in spec:
+            text = spec
+        elif "$" in spec:
+            text = _nginx_to_apache(spec)
+        else:
+            raise LogFormatError(
+                f"unknown log format {spec!r}: use one of {', '.join(sorted(NAMED_FORMATS))}, "
+                "'auto', or an Apache LogFormat string such as '%h %l %u %t \"%r\" %>s %b'"
+            )
+    elif "$" in text and "%" not in text:
+        text = _nginx_to_apache(text)
+
+    parts: list[str] = ["^"]
+    fields: list[str] = []
+    time_kind, time_pattern = "pattern", _CLF_TIME_PATTERN
+    has_time = False
+    in_quotes = False
+    pos = 0
+    matches = list(_DIRECTIVE.finditer(text))
+    ends_with_quoted_field = bool(matches) and text.rstrip().endswith('"') and (
+        text.rstrip()[:-1].endswith(("i", "r", "}x"))
+    )
+
+    for index, m in enumerate(matches):
+        lit = text[pos : m.start()]
+        pos = m.end()
+        in_quotes ^= lit.replace('\\"', "").count('"') % 2 == 1
+        parts.append(_literal(lit))
+        _, arg, code = m.groups()
+        next_text = text[m.end() : matches[index + 1].start()] if index + 1 < len(matches) else ""
+        stop = next_text[:1]
+        token = _TOKEN if stop in ("", " ", "\t", '"') else (
+            r"[^\s\x01" + re.escape(stop) + "]+"
+        )
+        value = _QUOTED if in_quotes else token
+
+        def keep(field_name: str, rx: str) -> None:
+            parts.append(f"({rx})")
+            fields.append(field_name)
+
+        if code == "%":
+            parts.append("%")
+        elif code in "ha":
+            keep("client_host", value)
+        elif code == "l":
+            keep("ident", value)
+        elif code == "u":
+            keep("user", value)
+        elif code == "t":
+            has_time = True
+            if arg is None:
+                parts.append(r"\[")
+                keep("time", r"[^\]\x01]+")
+                parts.append(r"\]")
+            elif arg in ("sec", "msec", "msec_frac"):
+                time_kind = {"sec": "epoch_s", "msec": "epoch_ms", "msec_frac": "epoch_s_frac"}[arg]
+                time_pattern = None
+                keep("time", r"\d+(?:\.\d+)?")
+            else:
+                rx, time_pattern = _strftime(arg)
+                keep("time", rx)
+        elif code == "r":
+            if not in_quotes:
+                raise LogFormatError(
+                    f"log format {spec!r}: %r must stand inside quotes, as in '\"%r\"'"
+                )
+            parts.append(
+                f"(?:({_METHOD}) +({_PATH_IN_QUOTES})(?:\\?({_QUERY_IN_QUOTES}))?"
+                f"(?:{_JUNK_CHAR}*? +({_PROTOCOL}))?|){_JUNK_CHAR}*"
+            )
+            fields.extend(["method", "url_path", "query_string", "protocol"])
+        elif code == "m":
+            keep("method", value)
+        elif code == "U":
+            keep("url_path", r'[^\s"?\x01]*')
+        elif code == "q":
+            parts.append(r'(?:\?([^\s"\x01]*))?')
+            fields.append("query_string")
+        elif code == "H":
+            keep("protocol", value)
+        elif code == "s":
+            keep("status", value)
+        elif code in "bBO":
+            keep("bytes_sent", value)
+        elif code == "D":
+            keep("response_time_us", r"\d+")
+        elif code == "T":
+            keep("response_time_s", r"\d+")
+        elif code == "i" and arg and arg.lower() == "referer":
+            keep("referrer", value)
+        elif code == "i" and arg and arg.lower() == "user-agent":
+            keep("user_agent", value)
+        elif code == "x" and arg == "nginx_request_time":
+            keep("response_time_s_frac", r"\d+(?:\.\d+)?")
+        else:
+            parts.append(f"(?:{value})")
+    tail = text[pos:]
+    in_quotes ^= tail.replace('\\"', "").count('"') % 2 == 1
+    if ends_with_quoted_field and tail.rstrip() == '"':
+        parts.append('"?')
+    else:
+        parts.append(_literal(tail.rstrip()))
+    parts.append(r"\s*$")
+
+    if not has_time:
+        raise LogFormatError(
+            f"log format {spec!r} has no time field: add %t (or %{{FORMAT}}t) so events have "
+            "an event time"
+        )
+    if in_quotes:
+        raise LogFormatError(f"log format {spec!r} has an unbalanced '\"'")
+    regex = "".join(parts)
+    try:
+        re.compile(regex)
+    except re.error as exc:  # pragma: no cover - a bug in this module, not user input
+        raise LogFormatError(f"log format {spec!r} compiled to an invalid pattern: {exc}") from exc
+    return CompiledFormat(
+        name=name,
+        log_format=text,
+        regex=regex,
+        fields=tuple(fields),
+        time_kind=time_kind,
+        time_pattern=time_pattern,
+    )

@@ -1,0 +1,193 @@
+"""The batch report: GoAccess-class statistics of a set of log files (book Ch. 7, "Batch
+Analytics").
+
+:func:`build_report` runs the analytics functions of :mod:`logstream.analytics` over parsed
+lines and returns plain, JSON-ready Python data. Only bounded results reach the driver: a
+handful of totals, at most 600 status codes, ``top`` rows per table, one row per hour and per
+day. The keys of the returned dictionary are stable (see :data:`REPORT_KEYS`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from logstream import analytics
+from logstream.parsing import REASON_COLUMN, events, quarantine
+
+__all__ = ["QUARANTINE_EXAMPLES", "REPORT_KEYS", "build_report", "iso_instant"]
+
+#: Top-level keys of the report, in order.
+REPORT_KEYS: tuple[str, ...] = (
+    "general",
+    "status_codes",
+    "status_classes",
+    "top_urls",
+    "top_content_pages_by_day",
+    "hourly",
+    "top_hosts",
+    "top_not_found",
+    "quarantine",
+)
+
+#: Quarantined lines shown as examples in the report.
+QUARANTINE_EXAMPLES = 5
+
+
+def iso_instant(epoch_seconds: int | None, time_zone: str = "UTC") -> str | None:
+    """Format an epoch instant as ISO 8601 with its offset in ``time_zone``."""
+    if epoch_seconds is None:
+        return None
+    return datetime.fromtimestamp(epoch_seconds, UTC).astimezone(ZoneInfo(time_zone)).isoformat()
+
+
+def _rows(df: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict() for row in df.collect()]
+
+
+def build_report(
+    parsed: DataFrame,
+    *,
+    top: int = 10,
+    time_zone: str = "UTC",
+    log_format: str = "",
+    inputs: list[str] | None = None,
+    quarantine_path: str | None = None,
+) -> dict[str, Any]:
+    """Compute the batch report from parsed lines.
+
+    Parameters
+    ----------
+    parsed : DataFrame
+        Output of :func:`logstream.parsing.parse` (events and quarantine candidates).
+    top : int
+        Rows in each top-N table, ≥ 1.
+    time_zone : str
+        IANA zone for the report's calendar: days of unique visitors and content pages, and
+        the labels of hourly traffic. Event times stay UTC instants.
+    log_format : str
+        Name of the format used, echoed in ``general``.
+    inputs : list of str, optional
+        Input paths, echoed in ``general``.
+    quarantine_path : str, optional
+        When given, quarantined lines are written there as JSON Lines (overwritten).
+
+    Returns
+    -------
+    dict
+        Keys :data:`REPORT_KEYS`. ``general`` holds ``total_requests``, ``valid_requests``,
+        ``failed_requests``, ``unique_visitors``, ``unique_urls``, ``unique_not_found``,
+        ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event`` (ISO 8601), plus the
+        echoed settings; ``status_codes`` maps a status (as text) to requests;
+        ``status_classes`` maps ``"2xx"`` to requests; the ``top_*`` and ``hourly`` entries are
+        lists of row dictionaries.
+
+    Raises
+    ------
+    ValueError
+        When ``top`` < 1.
+    """
+    if top < 1:
+        raise ValueError(f"top must be at least 1, got {top}")
+    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _build(parsed, top, time_zone, log_format, inputs or [], quarantine_path)
+    finally:
+        parsed.unpersist()
+
+
+def _build(
+    parsed: DataFrame,
+    top: int,
+    time_zone: str,
+    log_format: str,
+    inputs: list[str],
+    quarantine_path: str | None,
+) -> dict[str, Any]:
+    ev = events(parsed)
+    bad = quarantine(parsed)
+
+    reasons = {
+        r["reason"]: r["lines"]
+        for r in _rows(parsed.where(F.col(REASON_COLUMN).isNotNull())
+                       .groupBy(F.col(REASON_COLUMN).alias("reason"))
+                       .agg(F.count("*").alias("lines")))
+    }
+    failed = sum(reasons.values())
+    summary = (
+        analytics.general_summary(ev, time_zone)
+        .select(
+            "*",
+            F.unix_seconds("first_event").alias("first_s"),
+            F.unix_seconds("last_event").alias("last_s"),
+        )
+        .first()
+    )
+    assert summary is not None  # a global aggregate always has one row
+    valid = int(summary["valid_requests"])
+    general = {
+        "total_requests": valid + failed,
+        "valid_requests": valid,
+        "failed_requests": failed,
+        "unique_visitors": int(summary["unique_visitors"]),
+        "unique_urls": int(summary["unique_urls"]),
+        "unique_not_found": int(summary["unique_not_found"]),
+        "bandwidth_bytes": int(summary["bandwidth_bytes"]),
+        "first_event": iso_instant(summary["first_s"]),
+        "last_event": iso_instant(summary["last_s"]),
+        "time_zone": time_zone,
+        "log_format": log_format,
+        "inputs": inputs,
+    }
+
+    status_codes = {str(r["status"]): r["requests"] for r in _rows(analytics.status_counts(ev))}
+    status_classes = {
+        r["status_class"]: r["requests"] for r in _rows(analytics.status_class_counts(ev))
+    }
+
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    for r in _rows(analytics.top_content_pages_by_day(ev, top, time_zone)):
+        by_day.setdefault(r["day"].isoformat(), []).append(
+            {"rank": r["rank"], "url_path": r["url_path"], "requests": r["requests"]}
+        )
+
+    hourly = [
+        {
+            "hour": iso_instant(r["start_s"], time_zone),
+            "requests": r["requests"],
+            "bytes": r["bytes"],
+            "error_rate": round(r["error_rate"], 6),
+        }
+        for r in _rows(
+            analytics.traffic_per_window(ev, "1 hour")
+            .select(F.unix_seconds("window_start").alias("start_s"), "requests", "bytes",
+                    "error_rate")
+            .orderBy("start_s")
+        )
+    ]
+
+    examples = _rows(bad.limit(QUARANTINE_EXAMPLES)) if failed else []
+    if quarantine_path:
+        bad.write.mode("overwrite").json(quarantine_path)
+
+    return {
+        "general": general,
+        "status_codes": status_codes,
+        "status_classes": status_classes,
+        "top_urls": _rows(analytics.top_urls(ev, top)),
+        "top_content_pages_by_day": [{"day": d, "pages": p} for d, p in by_day.items()],
+        "hourly": hourly,
+        "top_hosts": _rows(analytics.top_hosts(ev, top)),
+        "top_not_found": _rows(analytics.top_not_found(ev, top)),
+        "quarantine": {
+            "failed_lines": failed,
+            "reasons": reasons,
+            "examples": examples,
+            "path": quarantine_path,
+        },
+    }

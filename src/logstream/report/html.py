@@ -1,0 +1,116 @@
+"""Render the batch report as one self-contained HTML file with Plotly charts.
+
+plotly.js is embedded in the page (``include_plotlyjs=True``), so the report opens offline;
+nothing is loaded from a CDN.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+
+from logstream.report.terminal import human_bytes
+
+__all__ = ["render_html"]
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
+h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+th, td { border-bottom: 1px solid #ddd; padding: .25rem .75rem; text-align: left; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(12rem, 1fr)); gap: .5rem; }
+.card { background: #f4f6f8; border-radius: .4rem; padding: .6rem .8rem; }
+.card b { display: block; font-size: 1.3rem; }
+"""
+
+
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for key, _ in columns:
+            value = row.get(key)
+            if key == "bytes":
+                cells.append(f'<td class="n">{human_bytes(value)}</td>')
+            elif isinstance(value, int):
+                cells.append(f'<td class="n">{value:,}</td>')
+            else:
+                cells.append(f"<td>{html.escape('' if value is None else str(value))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """Return the report as a self-contained HTML document (charts work offline)."""
+    g = report["general"]
+    cards = [
+        ("Total requests", f"{g['total_requests']:,}"),
+        ("Valid requests", f"{g['valid_requests']:,}"),
+        ("Failed requests", f"{g['failed_requests']:,}"),
+        ("Unique visitors", f"{g['unique_visitors']:,}"),
+        ("Unique URLs", f"{g['unique_urls']:,}"),
+        ("Unique 404 URLs", f"{g['unique_not_found']:,}"),
+        ("Bandwidth", human_bytes(g["bandwidth_bytes"])),
+        ("First event", str(g["first_event"])),
+        ("Last event", str(g["last_event"])),
+    ]
+    card_html = "".join(
+        f'<div class="card">{html.escape(k)}<b>{html.escape(v)}</b></div>' for k, v in cards
+    )
+
+    hourly = report["hourly"]
+    traffic = go.Figure()
+    traffic.add_bar(x=[h["hour"] for h in hourly], y=[h["requests"] for h in hourly],
+                    name="requests")
+    traffic.update_layout(title="Requests per hour", height=360, margin={"t": 40})
+    classes = report["status_classes"]
+    status = go.Figure(go.Bar(x=list(classes), y=list(classes.values())))
+    status.update_layout(title="Status classes", height=320, margin={"t": 40})
+    top = report["top_urls"]
+    urls = go.Figure(
+        go.Bar(y=[u["url_path"] for u in top][::-1], x=[u["requests"] for u in top][::-1],
+               orientation="h")
+    )
+    urls.update_layout(title="Top URLs", height=40 + 28 * max(len(top), 1), margin={"t": 40})
+
+    charts = [
+        traffic.to_html(full_html=False, include_plotlyjs=True, div_id="chart-hourly"),
+        status.to_html(full_html=False, include_plotlyjs=False, div_id="chart-status"),
+        urls.to_html(full_html=False, include_plotlyjs=False, div_id="chart-top-urls"),
+    ]
+    days = "".join(
+        f"<h3>{html.escape(d['day'])}</h3>"
+        + _table(d["pages"], [("rank", "#"), ("url_path", "page"), ("requests", "requests")])
+        for d in report["top_content_pages_by_day"]
+    )
+    q = report["quarantine"]
+    reasons = [{"reason": k, "lines": v} for k, v in q["reasons"].items()]
+    title = "logstream report — " + ", ".join(html.escape(p) for p in g.get("inputs", [])[:3])
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{_CSS}</style></head>
+<body>
+<h1>{title}</h1>
+<p>Log format <code>{html.escape(g['log_format'])}</code>; calendar in {html.escape(g['time_zone'])}.</p>
+<div class="grid" id="general">{card_html}</div>
+{charts[0]}
+<h2>Status codes</h2>
+{charts[1]}
+{_table([{"status": k, "requests": v} for k, v in report["status_codes"].items()],
+        [("status", "status"), ("requests", "requests")])}
+<h2>Top URLs</h2>
+{charts[2]}
+{_table(top, [("url_path", "URL"), ("requests", "requests"), ("bytes", "bytes")])}
+<h2>Top content pages by day</h2>
+{days}
+<h2>Top hosts</h2>
+{_table(report["top_hosts"], [("client_host", "host"), ("requests", "requests"), ("bytes", "bytes")])}
+<h2>Top 404 URLs</h2>
+{_table(report["top_not_found"], [("url_path", "URL"), ("requests", "requests")])}
+<h2>Quarantined lines</h2>
+{_table(reasons, [("reason", "reason"), ("lines", "lines")]) if reasons else "<p>None.</p>"}
+</body></html>
+"""

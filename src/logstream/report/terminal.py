@@ -1,0 +1,115 @@
+"""Render the batch report as rich tables in the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+
+__all__ = ["human_bytes", "render_terminal"]
+
+
+def human_bytes(n: int | None) -> str:
+    """Format a byte count with binary units (``1.5 MiB``)."""
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _table(title: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=title, title_justify="left", expand=False)
+    for key, header in columns:
+        numeric = key in ("requests", "bytes", "rank", "lines")
+        table.add_column(header, justify="right" if numeric else "left", overflow="fold")
+    for row in rows:
+        cells = []
+        for key, _ in columns:
+            value = row.get(key)
+            if key == "bytes":
+                cells.append(human_bytes(value))
+            elif isinstance(value, int):
+                cells.append(f"{value:,}")
+            else:
+                cells.append("" if value is None else str(value))
+        table.add_row(*cells)
+    return table
+
+
+def render_terminal(report: dict[str, Any], console: Console | None = None) -> None:
+    """Print ``report`` (from :func:`~logstream.report.batch.build_report`) as tables."""
+    console = console or Console()
+    g = report["general"]
+    general = Table.grid(padding=(0, 2))
+    general.add_column(style="bold")
+    general.add_column(justify="right")
+    for label, value in [
+        ("Total requests", f"{g['total_requests']:,}"),
+        ("Valid requests", f"{g['valid_requests']:,}"),
+        ("Failed requests (quarantined)", f"{g['failed_requests']:,}"),
+        ("Unique visitors (hosts per day)", f"{g['unique_visitors']:,}"),
+        ("Unique URLs", f"{g['unique_urls']:,}"),
+        ("Unique 404 URLs", f"{g['unique_not_found']:,}"),
+        ("Bandwidth", human_bytes(g["bandwidth_bytes"])),
+        ("First event", str(g["first_event"])),
+        ("Last event", str(g["last_event"])),
+        ("Log format", g["log_format"]),
+        ("Time zone", g["time_zone"]),
+    ]:
+        general.add_row(label, value)
+    console.print(Panel(general, title="logstream batch report", expand=False))
+
+    statuses = [{"status": k, "requests": v} for k, v in report["status_codes"].items()]
+    classes = [{"status": k, "requests": v} for k, v in report["status_classes"].items()]
+    console.print(
+        Group(
+            _table("Status classes", [("status", "class"), ("requests", "requests")], classes),
+            _table("Status codes", [("status", "status"), ("requests", "requests")], statuses),
+        )
+    )
+    console.print(
+        _table(
+            "Top URLs",
+            [("url_path", "URL"), ("requests", "requests"), ("bytes", "bytes")],
+            report["top_urls"],
+        )
+    )
+    for day in report["top_content_pages_by_day"]:
+        console.print(
+            _table(
+                f"Top content pages on {day['day']}",
+                [("rank", "#"), ("url_path", "page"), ("requests", "requests")],
+                day["pages"],
+            )
+        )
+    console.print(
+        _table(
+            "Hourly traffic",
+            [("hour", "hour"), ("requests", "requests"), ("bytes", "bytes")],
+            report["hourly"],
+        )
+    )
+    console.print(
+        _table(
+            "Top hosts",
+            [("client_host", "host"), ("requests", "requests"), ("bytes", "bytes")],
+            report["top_hosts"],
+        )
+    )
+    console.print(
+        _table("Top 404 URLs", [("url_path", "URL"), ("requests", "requests")],
+               report["top_not_found"])
+    )
+    q = report["quarantine"]
+    if q["failed_lines"]:
+        reasons = [{"reason": k, "lines": v} for k, v in q["reasons"].items()]
+        console.print(_table("Quarantined lines", [("reason", "reason"), ("lines", "lines")],
+                             reasons))
+        if q.get("path"):
+            console.print(f"Quarantined lines written to [bold]{q['path']}[/bold]")

@@ -1,0 +1,97 @@
+"""The one place a SparkSession is built.
+
+Every command gets its session from :func:`get_spark`. The session is configured for
+logstream's needs (Spark docs, "Structured Streaming Programming Guide" and "Configuration"):
+
+* the session time zone is pinned to UTC, so event times are instants and windows are aligned
+  on UTC minutes whatever the machine's zone is;
+* ANSI mode stays on (Spark 4 default); the parser uses ``try_*`` functions so no input line can
+  fail a job;
+* shuffle partitions are sized for a small machine;
+* streaming state lives in the RocksDB state store with changelog checkpointing;
+* Spark's own streaming metrics are switched on (``spark.sql.streaming.metricsEnabled``) and
+  exposed through the Prometheus servlet of the UI.
+
+The master is never forced when logstream runs under ``spark-submit``: an explicit
+``SparkSettings.master`` wins, then whatever ``spark-submit`` put in the Spark configuration,
+then ``local[*]``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from logstream.config import SparkSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["ROCKSDB_PROVIDER", "get_spark", "session_conf"]
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def session_conf(settings: SparkSettings) -> dict[str, str]:
+    """Return the Spark configuration logstream sets, without the master.
+
+    Parameters
+    ----------
+    settings : SparkSettings
+        Validated settings.
+
+    Returns
+    -------
+    dict of str to str
+        Configuration keys and values; ``settings.extra`` is applied last and so wins.
+    """
+    conf = {
+        "spark.app.name": settings.app_name,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.ansi.enabled": "true",
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.default.parallelism": str(max(2, settings.shuffle_partitions)),
+        "spark.ui.enabled": str(settings.ui_enabled).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.prometheus.enabled": "true",
+        "spark.sql.streaming.metricsEnabled": "true",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.adaptive.enabled": "true",
+        # Local Spark on a laptop: keep the driver from reserving most of the memory for itself.
+        "spark.driver.memory": "2g",
+    }
+    conf.update(settings.extra)
+    return conf
+
+
+def get_spark(settings: SparkSettings | None = None) -> SparkSession:
+    """Return the active SparkSession, creating it with logstream's configuration.
+
+    Parameters
+    ----------
+    settings : SparkSettings, optional
+        Defaults to ``SparkSettings()`` (master from ``$LOGSTREAM_SPARK_MASTER``, spark-submit or
+        ``local[*]``).
+
+    Returns
+    -------
+    pyspark.sql.SparkSession
+        A session whose time zone is UTC. When a session already exists (e.g. in a notebook or
+        a test run) its static settings are kept and only runtime SQL settings are applied.
+    """
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    settings = settings or SparkSettings()
+    conf = SparkConf()
+    for key, value in session_conf(settings).items():
+        conf.set(key, value)
+    if settings.master:
+        conf.setMaster(settings.master)
+    elif not conf.contains("spark.master"):
+        conf.setMaster("local[*]")
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    return spark

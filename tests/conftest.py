@@ -1,0 +1,58 @@
+"""Shared fixtures: one SparkSession for the whole run, and the real data files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("LOGSTREAM_DATA_DIR", REPO.parent / "shared" / "data"))
+
+NASA_DAY = "NASA_access_log_Jul95_day09.log.gz"
+NASA_JUL_2000 = "NASA_access_log_Jul95_first2000.log.gz"
+NASA_AUG_1000 = "NASA_access_log_Aug95_first1000.log.gz"
+COMBINED = "elastic_apache_logs_combined_2015.log.gz"
+TWIKI_CRLF = "monitorware_twiki_access_log_2004.log.gz"
+OPENDAP = "NASA_LPDAAC_opendap_2015_custom.txt.gz"
+
+
+def data_file(name: str) -> Path:
+    """Path of a real data file; a missing file fails the test (never a skip)."""
+    path = DATA_DIR / name
+    if not path.is_file():
+        pytest.fail(
+            f"real data file {path} is missing: put ../shared/data beside the repo or set "
+            "LOGSTREAM_DATA_DIR",
+            pytrace=False,
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one SparkSession of the test run (UTC, UI off, 2 local cores)."""
+    from logstream.config import SparkSettings
+    from logstream.session import get_spark
+
+    session = get_spark(
+        SparkSettings(master="local[2]", ui_enabled=False, app_name="logstream-tests")
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def nasa_day() -> Path:
+    return data_file(NASA_DAY)
+
+
+@pytest.fixture(scope="session")
+def combined_log() -> Path:
+    return data_file(COMBINED)
+
+
+@pytest.fixture(scope="session")
+def crlf_log() -> Path:
+    return data_file(TWIKI_CRLF)
