@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
+
+# PySpark turns timestamps into naive datetimes in the Python process's zone: pin it to UTC
+# so collected values read as the UTC instants Spark computed.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("LOGSTREAM_DATA_DIR", REPO.parent / "shared" / "data"))

@@ -117,11 +117,15 @@ def page_counts_per_window(
     DataFrame
         ``window_start``, ``window_end`` (timestamp, UTC), ``url_path``, ``requests`` (bigint).
     """
-    src = events.where(is_content_page()) if content_only else events.where(
-        F.col("url_path").isNotNull()
+    src = (
+        events.where(is_content_page())
+        if content_only
+        else events.where(F.col("url_path").isNotNull())
     )
     return (
-        src.groupBy(F.window("event_time", window_duration, slide_duration).alias("window"), "url_path")
+        src.groupBy(
+            F.window("event_time", window_duration, slide_duration).alias("window"), "url_path"
+        )
         .agg(F.count("*").alias("requests"))
         .select(
             F.col("window.start").alias("window_start"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
+from typer.exceptions import TyperException
 
 from logstream.cli import batch as _batch  # noqa: F401  (registers the command)
 from logstream.cli.app import app, err_console
@@ -30,8 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
         return 130
-    except click.ClickException as exc:
-        exc.show()
+    except TyperException as exc:  # usage errors: typer's vendored click prints them
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:  # pragma: no cover
+            err_console.print(exc.format_message())
         return exc.exit_code
     return 0
 

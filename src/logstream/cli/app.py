@@ -18,7 +18,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 FormatOption = Annotated[
     str,
@@ -27,7 +27,7 @@ FormatOption = Annotated[
         "-f",
         help="Log format: auto (Combined or Common, detected from the first lines), common, "
         "combined, nginx, or an Apache LogFormat string such as "
-        "'%h %l %u %t \"%r\" %>s %b \"%{Referer}i\" \"%{User-agent}i\"'.",
+        '\'%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"\'.',
     ),
 ]
 MasterOption = Annotated[

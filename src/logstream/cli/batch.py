@@ -12,6 +12,7 @@ from logstream.cli.app import FormatOption, MasterOption, app
 from logstream.config import SparkSettings, validate_time_zone
 from logstream.errors import ConfigError
 
+
 @app.command()
 def batch(
     paths: Annotated[
@@ -39,9 +40,7 @@ def batch(
         str,
         typer.Option("--time-zone", help="IANA zone for calendar days and hours in the report."),
     ] = "UTC",
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="Do not print the tables.")
-    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")] = False,
     master: MasterOption = None,
 ) -> None:
     """Analyse log files in batch: the book's "most popular URLs per day", GoAccess-style.
@@ -57,7 +56,9 @@ def batch(
     inputs = expand_inputs(paths)
     for out in (json_path, html_path):
         if out is not None and not out.parent.exists():
-            raise ConfigError(f"cannot write {str(out)!r}: directory {str(out.parent)!r} does not exist")
+            raise ConfigError(
+                f"cannot write {str(out)!r}: directory {str(out.parent)!r} does not exist"
+            )
     spark = get_spark(SparkSettings.build(master=master))
     lines = read_lines(spark, inputs)
     fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)

@@ -1,7 +1,13 @@
 """Parsing: log lines → canonical events (:mod:`logstream.schema`) + quarantine."""
 
 from logstream.parsing.detect import detect_format, resolve_format
-from logstream.parsing.logformat import COMBINED, COMMON, NAMED_FORMATS, CompiledFormat, compile_format
+from logstream.parsing.logformat import (
+    COMBINED,
+    COMMON,
+    NAMED_FORMATS,
+    CompiledFormat,
+    compile_format,
+)
 from logstream.parsing.parser import REASON_COLUMN, events, parse, quarantine
 
 __all__ = [

@@ -71,9 +71,10 @@ _JUNK_CHAR = r'(?:[^"\\\x01]|\\[^\x01])'
 _METHOD = r"[A-Za-z][A-Za-z_-]*"
 _PATH_IN_QUOTES = r'(?:[^\s"?\\\x01]|\\[^\x01])*'
 _QUERY_IN_QUOTES = r'(?:[^\s"\\\x01]|\\[^\x01])*'
-_PROTOCOL = r"[Hh][Tt][Tt][Pp]/[0-9.]+"
+_PROTOCOL = r'[Hh][Tt][Tt][Pp]/[^\s"\\\x01]*'
 
 _CLF_TIME_PATTERN = "dd/MMM/yyyy:HH:mm:ss Z"
+_CLF_TIME_REGEX = r"[^\]\x01]+"
 
 # strftime directive -> (regex, Spark datetime pattern)
 _STRFTIME: dict[str, tuple[str, str]] = {
@@ -94,7 +95,7 @@ _STRFTIME: dict[str, tuple[str, str]] = {
 _NGINX_VARS: dict[str, str] = {
     "remote_addr": "%h",
     "remote_user": "%u",
-    "time_local": "%t",
+    "time_local": "%{clf}t",
     "request": "%r",
     "status": "%>s",
     "body_bytes_sent": "%b",
@@ -210,8 +211,8 @@ def compile_format(spec: str) -> CompiledFormat:
     Examples
     --------
     >>> f = compile_format("common")
-    >>> f.fields
-    ('client_host', 'ident', 'user', 'time', 'method', 'url_path', 'query_string', 'protocol', 'status', 'bytes_sent')
+    >>> f.fields[:4], f.fields[-2:]
+    (('client_host', 'ident', 'user', 'time'), ('status', 'bytes_sent'))
     >>> bool(f.python_regex.match('h - - [09/Jul/1995:00:00:00 -0400] "GET / HTTP/1.0" 200 7067'))
     True
     """
@@ -237,8 +238,10 @@ def compile_format(spec: str) -> CompiledFormat:
     in_quotes = False
     pos = 0
     matches = list(_DIRECTIVE.finditer(text))
-    ends_with_quoted_field = bool(matches) and text.rstrip().endswith('"') and (
-        text.rstrip()[:-1].endswith(("i", "r", "}x"))
+    ends_with_quoted_field = (
+        bool(matches)
+        and text.rstrip().endswith('"')
+        and (text.rstrip()[:-1].endswith(("i", "r", "}x")))
     )
 
     for index, m in enumerate(matches):
@@ -249,9 +252,7 @@ def compile_format(spec: str) -> CompiledFormat:
         _, arg, code = m.groups()
         next_text = text[m.end() : matches[index + 1].start()] if index + 1 < len(matches) else ""
         stop = next_text[:1]
-        token = _TOKEN if stop in ("", " ", "\t", '"') else (
-            r"[^\s\x01" + re.escape(stop) + "]+"
-        )
+        token = _TOKEN if stop in ("", " ", "\t", '"') else (r"[^\s\x01" + re.escape(stop) + "]+")
         value = _QUOTED if in_quotes else token
 
         def keep(field_name: str, rx: str) -> None:
@@ -270,8 +271,10 @@ def compile_format(spec: str) -> CompiledFormat:
             has_time = True
             if arg is None:
                 parts.append(r"\[")
-                keep("time", r"[^\]\x01]+")
+                keep("time", _CLF_TIME_REGEX)
                 parts.append(r"\]")
+            elif arg == "clf":  # nginx $time_local: the CLF time without its brackets
+                keep("time", _CLF_TIME_REGEX)
             elif arg in ("sec", "msec", "msec_frac"):
                 time_kind = {"sec": "epoch_s", "msec": "epoch_ms", "msec_frac": "epoch_s_frac"}[arg]
                 time_pattern = None

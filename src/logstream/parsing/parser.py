@@ -99,9 +99,9 @@ def parse(lines: DataFrame, fmt: CompiledFormat) -> DataFrame:
     elif "response_time_s" in group:
         response_time = group["response_time_s"].try_cast("bigint") * 1_000_000
     elif "response_time_s_frac" in group:
-        response_time = (group["response_time_s_frac"].try_cast("decimal(20,6)") * 1_000_000).try_cast(
-            "bigint"
-        )
+        response_time = (
+            group["response_time_s_frac"].try_cast("decimal(20,6)") * 1_000_000
+        ).try_cast("bigint")
     else:
         response_time = F.lit(None).cast("bigint")
 

@@ -114,9 +114,11 @@ def _build(
 
     reasons = {
         r["reason"]: r["lines"]
-        for r in _rows(parsed.where(F.col(REASON_COLUMN).isNotNull())
-                       .groupBy(F.col(REASON_COLUMN).alias("reason"))
-                       .agg(F.count("*").alias("lines")))
+        for r in _rows(
+            parsed.where(F.col(REASON_COLUMN).isNotNull())
+            .groupBy(F.col(REASON_COLUMN).alias("reason"))
+            .agg(F.count("*").alias("lines"))
+        )
     }
     failed = sum(reasons.values())
     summary = (
@@ -165,8 +167,9 @@ def _build(
         }
         for r in _rows(
             analytics.traffic_per_window(ev, "1 hour")
-            .select(F.unix_seconds("window_start").alias("start_s"), "requests", "bytes",
-                    "error_rate")
+            .select(
+                F.unix_seconds("window_start").alias("start_s"), "requests", "bytes", "error_rate"
+            )
             .orderBy("start_s")
         )
     ]

@@ -64,16 +64,20 @@ def render_html(report: dict[str, Any]) -> str:
 
     hourly = report["hourly"]
     traffic = go.Figure()
-    traffic.add_bar(x=[h["hour"] for h in hourly], y=[h["requests"] for h in hourly],
-                    name="requests")
+    traffic.add_bar(
+        x=[h["hour"] for h in hourly], y=[h["requests"] for h in hourly], name="requests"
+    )
     traffic.update_layout(title="Requests per hour", height=360, margin={"t": 40})
     classes = report["status_classes"]
     status = go.Figure(go.Bar(x=list(classes), y=list(classes.values())))
     status.update_layout(title="Status classes", height=320, margin={"t": 40})
     top = report["top_urls"]
     urls = go.Figure(
-        go.Bar(y=[u["url_path"] for u in top][::-1], x=[u["requests"] for u in top][::-1],
-               orientation="h")
+        go.Bar(
+            y=[u["url_path"] for u in top][::-1],
+            x=[u["requests"] for u in top][::-1],
+            orientation="h",
+        )
     )
     urls.update_layout(title="Top URLs", height=40 + 28 * max(len(top), 1), margin={"t": 40})
 
@@ -94,20 +98,31 @@ def render_html(report: dict[str, Any]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{_CSS}</style></head>
 <body>
 <h1>{title}</h1>
-<p>Log format <code>{html.escape(g['log_format'])}</code>; calendar in {html.escape(g['time_zone'])}.</p>
+<p>Log format <code>{html.escape(g["log_format"])}</code>; calendar in {
+        html.escape(g["time_zone"])
+    }.</p>
 <div class="grid" id="general">{card_html}</div>
 {charts[0]}
 <h2>Status codes</h2>
 {charts[1]}
-{_table([{"status": k, "requests": v} for k, v in report["status_codes"].items()],
-        [("status", "status"), ("requests", "requests")])}
+{
+        _table(
+            [{"status": k, "requests": v} for k, v in report["status_codes"].items()],
+            [("status", "status"), ("requests", "requests")],
+        )
+    }
 <h2>Top URLs</h2>
 {charts[2]}
 {_table(top, [("url_path", "URL"), ("requests", "requests"), ("bytes", "bytes")])}
 <h2>Top content pages by day</h2>
 {days}
 <h2>Top hosts</h2>
-{_table(report["top_hosts"], [("client_host", "host"), ("requests", "requests"), ("bytes", "bytes")])}
+{
+        _table(
+            report["top_hosts"],
+            [("client_host", "host"), ("requests", "requests"), ("bytes", "bytes")],
+        )
+    }
 <h2>Top 404 URLs</h2>
 {_table(report["top_not_found"], [("url_path", "URL"), ("requests", "requests")])}
 <h2>Quarantined lines</h2>

@@ -103,13 +103,15 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
         )
     )
     console.print(
-        _table("Top 404 URLs", [("url_path", "URL"), ("requests", "requests")],
-               report["top_not_found"])
+        _table(
+            "Top 404 URLs", [("url_path", "URL"), ("requests", "requests")], report["top_not_found"]
+        )
     )
     q = report["quarantine"]
     if q["failed_lines"]:
         reasons = [{"reason": k, "lines": v} for k, v in q["reasons"].items()]
-        console.print(_table("Quarantined lines", [("reason", "reason"), ("lines", "lines")],
-                             reasons))
+        console.print(
+            _table("Quarantined lines", [("reason", "reason"), ("lines", "lines")], reasons)
+        )
         if q.get("path"):
             console.print(f"Quarantined lines written to [bold]{q['path']}[/bold]")

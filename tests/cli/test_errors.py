@@ -1,0 +1,42 @@
+"""Bad options and paths are rejected at start with the value and the fix (exit status 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from logstream.cli import main
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["batch", "/nonexistent/access.log"], "input '/nonexistent/access.log' does not exist"),
+        (["batch", "/nonexistent/*.log"], "matches no file"),
+        (["batch", "{nasa}", "--format", "apache-ish"], "unknown log format 'apache-ish'"),
+        (["batch", "{nasa}", "--time-zone", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
+        (["batch", "{nasa}", "--master", "bogus"], "not a Spark master URL"),
+        (["batch", "{nasa}", "--json", "/nonexistent/dir/r.json"], "does not exist"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message_naming_the_value(args, message, nasa_day, capsys):
+    args = [a.replace("{nasa}", str(nasa_day)) for a in args]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_empty_directory_is_rejected(tmp_path, capsys):
+    assert main(["batch", str(tmp_path)]) == 2
+    assert "holds no log file" in capsys.readouterr().err
+
+
+def test_top_must_be_positive(nasa_day, capsys):
+    assert main(["batch", str(nasa_day), "--top", "0"]) == 2
+    assert "--top" in capsys.readouterr().err
+
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0
+    assert "logstream 0.1.0" in capsys.readouterr().out
+    assert main(["batch", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--format" in out and "LogFormat" in out
