@@ -23,7 +23,11 @@ from logstream.analytics.traffic import (
     status_counts,
     traffic_per_window,
 )
-from logstream.analytics.visitors import top_hosts, unique_visitors_per_day
+from logstream.analytics.visitors import (
+    top_hosts,
+    unique_visitors_per_day,
+    visitor_sketches_per_window,
+)
 
 __all__ = [
     "ERROR_STATUS_MIN",
@@ -41,4 +45,5 @@ __all__ = [
     "top_urls",
     "traffic_per_window",
     "unique_visitors_per_day",
+    "visitor_sketches_per_window",
 ]

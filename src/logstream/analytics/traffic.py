@@ -105,7 +105,7 @@ def traffic_per_window(
     agg = events.groupBy(win.alias("window")).agg(
         F.count("*").alias("requests"),
         F.sum("bytes_sent").alias("bytes"),
-        F.count_if(F.col("status") >= ERROR_STATUS_MIN).alias("_errors"),
+        F.count_if(F.col("status") >= ERROR_STATUS_MIN).alias("errors"),
         *per_class,
     )
     return agg.select(
@@ -114,7 +114,8 @@ def traffic_per_window(
         "requests",
         "bytes",
         *[f"status_{c}" for c in STATUS_CLASSES],
-        (F.col("_errors") / F.col("requests")).alias("error_rate"),
+        "errors",
+        (F.col("errors") / F.col("requests")).alias("error_rate"),
     )
 
 

@@ -1,0 +1,136 @@
+"""A :class:`~pyspark.sql.streaming.StreamingQueryListener` that never blocks.
+
+Spark calls listener callbacks on its listener bus; a slow callback delays every query
+(PySpark ``listener.py`` docs). :class:`ProgressListener` only turns the progress event into
+a small dictionary and puts it on a bounded queue (dropping it when full); a daemon thread
+takes rows off the queue, writes them to the serving store's ``progress`` table and hands
+them to an optional callback (the terminal progress line). Nothing raised by that thread
+reaches Spark.
+
+Spark's own metrics are switched on by the session (``spark.sql.streaming.metricsEnabled``,
+the UI's Prometheus servlet at ``/metrics/prometheus``); this listener does not replace them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from logstream.serving import ServingStore
+
+__all__ = ["ProgressListener", "progress_row"]
+
+log = logging.getLogger(__name__)
+
+
+def progress_row(progress: Any) -> dict[str, Any]:
+    """Flatten a ``StreamingQueryProgress`` into the store's ``progress`` columns.
+
+    Returns
+    -------
+    dict
+        ``query``, ``batch_id``, ``timestamp``, ``input_rows_per_s`` and
+        ``processed_rows_per_s`` (events/s), ``batch_duration_ms`` (ms), ``num_input_rows``,
+        ``watermark`` and ``max_event_time`` (ISO 8601 or None), ``state_rows``,
+        ``state_memory_bytes`` (bytes) and ``dropped_by_watermark`` (summed over the
+        query's stateful operators).
+    """
+    event_time = progress.eventTime or {}
+    ops = list(progress.stateOperators or [])
+    watermark = event_time.get("watermark")
+    return {
+        "query": progress.name or str(progress.id),
+        "batch_id": progress.batchId,
+        "timestamp": progress.timestamp,
+        "input_rows_per_s": _finite(progress.inputRowsPerSecond),
+        "processed_rows_per_s": _finite(progress.processedRowsPerSecond),
+        "batch_duration_ms": progress.batchDuration,
+        "num_input_rows": progress.numInputRows,
+        "watermark": None if watermark in (None, "1970-01-01T00:00:00.000Z") else watermark,
+        "max_event_time": event_time.get("max"),
+        "state_rows": sum(op.numRowsTotal for op in ops) if ops else None,
+        "state_memory_bytes": sum(op.memoryUsedBytes for op in ops) if ops else None,
+        "dropped_by_watermark": sum(op.numRowsDroppedByWatermark for op in ops) if ops else None,
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return float(value)
+
+
+class ProgressListener(StreamingQueryListener):
+    """Queue progress events; a daemon thread stores them and calls ``on_row``.
+
+    Parameters
+    ----------
+    store : ServingStore, optional
+        Where progress rows are appended.
+    on_row : callable, optional
+        Called with each progress row in the worker thread (e.g. to print a status line).
+    capacity : int
+        Queue size; events beyond it are dropped (and counted in ``dropped``) so Spark's
+        listener bus never waits.
+    """
+
+    def __init__(
+        self,
+        store: ServingStore | None = None,
+        on_row: Callable[[dict[str, Any]], None] | None = None,
+        capacity: int = 1000,
+    ) -> None:
+        self.store = store
+        self.on_row = on_row
+        self.rows: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=capacity)
+        self.dropped = 0
+        self.history: list[dict[str, Any]] = []
+        self._worker = threading.Thread(target=self._drain, name="logstream-progress", daemon=True)
+        self._worker.start()
+
+    def onQueryStarted(self, event: Any) -> None:
+        """Nothing to do when a query starts."""
+
+    def onQueryProgress(self, event: Any) -> None:
+        """Queue the progress row; never blocks, never raises."""
+        try:
+            self.rows.put_nowait(progress_row(event.progress))
+        except queue.Full:
+            self.dropped += 1
+        except Exception:  # a listener must not fail the query
+            log.exception("could not read streaming progress")
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Nothing to do when a query is idle."""
+
+    def onQueryTerminated(self, event: Any) -> None:
+        """Nothing to do when a query ends (errors surface through the query itself)."""
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until the queued rows are handled (for orderly shutdown and tests)."""
+        done = threading.Event()
+        self.rows.put(None)
+        self._flushed = done
+        done.wait(timeout)
+
+    def _drain(self) -> None:
+        while True:
+            row = self.rows.get()
+            if row is None:
+                flushed = getattr(self, "_flushed", None)
+                if flushed is not None:
+                    flushed.set()
+                continue
+            self.history.append(row)
+            with contextlib.suppress(Exception):
+                if self.store is not None:
+                    self.store.record_progress([row])
+            with contextlib.suppress(Exception):
+                if self.on_row is not None:
+                    self.on_row(row)

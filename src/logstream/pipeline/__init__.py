@@ -1,0 +1,15 @@
+"""The streaming pipeline: ingest (parse, late-data channel, quarantine, live views) and the
+event-time window queries."""
+
+from logstream.pipeline.config import PipelineConfig, interval_seconds
+from logstream.pipeline.ingest import INGEST_QUERY, IngestStage
+from logstream.pipeline.run import WINDOW_OUTPUTS, Pipeline
+
+__all__ = [
+    "INGEST_QUERY",
+    "WINDOW_OUTPUTS",
+    "IngestStage",
+    "Pipeline",
+    "PipelineConfig",
+    "interval_seconds",
+]

@@ -1,0 +1,185 @@
+"""Configuration of the streaming pipeline (``logstream run``), validated on construction."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from logstream.errors import ConfigError
+
+__all__ = ["PipelineConfig", "interval_seconds"]
+
+_INTERVAL = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?|d|days?)\s*$",
+    re.IGNORECASE,
+)
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def interval_seconds(text: str) -> float:
+    """Parse an interval such as ``"10 minutes"``, ``"5s"`` or ``"1 hour"`` into seconds.
+
+    Raises
+    ------
+    ValueError
+        When ``text`` is not a number followed by a unit (ms, s, m, h, d or their long names).
+    """
+    match = _INTERVAL.match(text)
+    if not match:
+        raise ValueError(
+            f"{text!r} is not an interval: write a number and a unit, e.g. '10 minutes', '30s'"
+        )
+    number, unit = float(match.group(1)), match.group(2).lower()
+    key = "ms" if unit.startswith("ms") or unit.startswith("milli") else unit[0]
+    return number * _UNIT_SECONDS[key]
+
+
+def _spark_interval(text: str) -> str:
+    seconds = interval_seconds(text)
+    if seconds <= 0:
+        raise ValueError(f"{text!r} must be longer than zero")
+    if seconds != int(seconds):
+        return f"{int(seconds * 1000)} milliseconds"
+    return f"{int(seconds)} seconds"
+
+
+class PipelineConfig(BaseModel):
+    """Every option of the streaming job.
+
+    Parameters
+    ----------
+    source : {"dir", "socket", "kafka"}
+        Where lines come from: a watched directory (Spark's file source, the default), a text
+        socket (the book's TCP example) or Kafka (needs Spark's ``spark-sql-kafka-0-10``
+        connector on the classpath).
+    input_dir : Path, optional
+        Directory watched by the file source; files must be placed atomically (write, then
+        rename into the directory). Plain and ``.gz`` files.
+    socket : str, optional
+        ``HOST:PORT`` of a server the socket source connects to.
+    kafka_bootstrap, kafka_topic : str, optional
+        Kafka servers and topic, for ``source="kafka"``.
+    log_format : str
+        As ``logstream batch --format``; ``auto`` detects from the first file of ``input_dir``.
+    output_dir : Path
+        Root of the Parquet outputs: ``events``, ``late_events``, ``quarantine``,
+        ``traffic_per_minute``, ``trending_pages``, ``unique_visitors``.
+    state_dir : Path
+        Root of the checkpoints, one sub-directory per query.
+    store : str
+        Serving store URL, ``sqlite:///PATH``.
+    watermark : str
+        Event-time delay after which a window is final and an older event is late
+        (default ``10 minutes``).
+    traffic_window : str
+        Tumbling window of traffic and unique visitors (default ``1 minute``).
+    trending_window, trending_slide : str
+        Sliding window of trending pages (default 5 minutes every 1 minute, the book's query).
+    top : int
+        Trending pages kept per window in the serving store.
+    trigger : str
+        ``available-now`` (process what exists, then stop) or a processing-time interval
+        such as ``5 seconds``.
+    max_files_per_trigger : int, optional
+        File-source limit of files per micro-batch.
+    sink : {"parquet", "console"}
+        ``parquet`` runs the full pipeline; ``console`` prints trending pages per
+        micro-batch for exploration (no outputs, no store).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: Literal["dir", "socket", "kafka"] = "dir"
+    input_dir: Path | None = None
+    socket: str | None = None
+    kafka_bootstrap: str | None = None
+    kafka_topic: str | None = None
+    log_format: str = "auto"
+    output_dir: Path = Path("out/stream")
+    state_dir: Path = Path("out/state")
+    store: str = "sqlite:///out/logstream.db"
+    watermark: str = "10 minutes"
+    traffic_window: str = "1 minute"
+    trending_window: str = "5 minutes"
+    trending_slide: str = "1 minute"
+    top: int = Field(default=10, ge=1, le=1000)
+    trigger: str = "5 seconds"
+    max_files_per_trigger: int | None = Field(default=None, ge=1)
+    sink: Literal["parquet", "console"] = "parquet"
+
+    @field_validator("watermark", "traffic_window", "trending_window", "trending_slide")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        return _spark_interval(value)
+
+    @field_validator("trigger")
+    @classmethod
+    def _trigger(cls, value: str) -> str:
+        if value.strip().lower().replace("_", "-") in ("available-now", "availablenow"):
+            return "available-now"
+        return _spark_interval(value)
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: str) -> str:
+        if not value.startswith("sqlite:///"):
+            raise ValueError(
+                f"store {value!r} is not supported: use sqlite:///PATH (e.g. sqlite:///out/logstream.db)"
+            )
+        return value
+
+    @field_validator("socket")
+    @classmethod
+    def _socket(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, _, port = value.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"socket {value!r} is not HOST:PORT (e.g. localhost:9999)")
+        return value
+
+    @model_validator(mode="after")
+    def _source_needs(self) -> PipelineConfig:
+        if self.source == "dir" and self.input_dir is None:
+            raise ValueError("the directory source needs --input-dir DIR")
+        if self.source == "socket" and self.socket is None:
+            raise ValueError("the socket source needs --socket HOST:PORT")
+        if self.source == "kafka" and not (self.kafka_bootstrap and self.kafka_topic):
+            raise ValueError("the Kafka source needs --kafka-bootstrap HOST:PORT and --kafka-topic")
+        if self.log_format == "auto" and self.source != "dir":
+            raise ValueError(
+                f"--format auto needs files to look at; with the {self.source} source pass "
+                "--format common|combined|'<LogFormat>'"
+            )
+        if interval_seconds(self.trending_slide) > interval_seconds(self.trending_window):
+            raise ValueError(
+                f"trending slide {self.trending_slide!r} is longer than the window "
+                f"{self.trending_window!r}"
+            )
+        return self
+
+    @property
+    def store_path(self) -> Path:
+        """Filesystem path of the SQLite serving store."""
+        return Path(self.store.removeprefix("sqlite:///"))
+
+    @property
+    def watermark_seconds(self) -> float:
+        """The watermark delay in seconds."""
+        return interval_seconds(self.watermark)
+
+    @classmethod
+    def build(cls, **values: object) -> PipelineConfig:
+        """Construct from keyword values; a bad value raises :class:`ConfigError` naming it."""
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            parts = []
+            for err in exc.errors():
+                where = ".".join(str(p) for p in err["loc"])
+                msg = err["msg"].removeprefix("Value error, ")
+                parts.append(f"{where}: {msg}" if where else msg)
+            raise ConfigError("invalid pipeline option: " + "; ".join(parts)) from exc

@@ -1,0 +1,263 @@
+"""Build, start and stop the streaming pipeline.
+
+Queries (each with its own checkpoint under ``state_dir``; state in RocksDB):
+
+=====================  ==========================================  ===================
+query                  what it does                                sink, guarantee
+=====================  ==========================================  ===================
+``ingest``             source → parse → on-time / late / quarantine  ``foreachBatch``:
+                       and live views (:mod:`.ingest`)             batch-id publish +
+                                                                   store ledger
+``traffic_per_minute``  ``events/`` → watermark → traffic per       Parquet file sink,
+                       tumbling window                             append (commit log)
+``trending_pages``     ``events/`` → watermark → requests per      Parquet file sink,
+                       content page per sliding window             append
+``unique_visitors``    ``events/`` → watermark → HLL sketch per    Parquet file sink,
+                       window                                      append
+=====================  ==========================================  ===================
+
+With ``--trigger available-now`` the ingest query runs to completion first, then the window
+queries, so a backfill is deterministic. With a processing-time trigger all run together.
+In append mode a window is written once the watermark passes its end; the last windows of a
+finished backfill stay in state until later events move the watermark (the serving store
+already holds them).
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from logstream import analytics
+from logstream.errors import LogFormatError
+from logstream.monitoring import ProgressListener
+from logstream.parsing import CompiledFormat, events, parse, resolve_format
+from logstream.pipeline.config import PipelineConfig
+from logstream.pipeline.ingest import INGEST_QUERY, IngestStage, IngestTotals
+from logstream.schema import EVENT_SCHEMA
+from logstream.serving import ServingStore
+from logstream.sources import stream_lines
+
+__all__ = ["WINDOW_OUTPUTS", "Pipeline", "detect_stream_format"]
+
+#: Parquet outputs written by the window queries.
+WINDOW_OUTPUTS = ("traffic_per_minute", "trending_pages", "unique_visitors")
+
+
+def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
+    """Resolve ``cfg.log_format``; ``auto`` reads the first lines of the oldest input file.
+
+    Raises
+    ------
+    LogFormatError
+        When ``auto`` finds no file to look at, or no format fits.
+    """
+    if cfg.log_format != "auto":
+        return resolve_format(cfg.log_format)
+    assert cfg.input_dir is not None
+    files = sorted(
+        (p for p in cfg.input_dir.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))),
+        key=lambda p: (p.stat().st_mtime, p.name),
+    )
+    if not files:
+        raise LogFormatError(
+            f"--format auto needs a file in {str(cfg.input_dir)!r} to look at, and there is "
+            "none yet: pass --format common|combined|'<LogFormat>'"
+        )
+    opener = gzip.open if files[0].suffix == ".gz" else open
+    with opener(files[0], "rb") as fh:
+        sample = [fh.readline().decode("utf-8", "replace") for _ in range(100)]
+    return resolve_format("auto", sample)
+
+
+@dataclass
+class Pipeline:
+    """The streaming job: build with a config, then :meth:`start`, :meth:`wait`, :meth:`stop`.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    cfg : PipelineConfig
+    on_progress : callable, optional
+        Called (in a background thread) with each progress row of every query.
+    """
+
+    spark: SparkSession
+    cfg: PipelineConfig
+    on_progress: Callable[[dict[str, Any]], None] | None = None
+    queries: list[StreamingQuery] = field(default_factory=list)
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.fmt = detect_stream_format(self.cfg)
+        self.store = ServingStore(self.cfg.store_path)
+        self.store.set_state(
+            {
+                "watermark_delay_ms": str(int(self.cfg.watermark_seconds * 1000)),
+                "log_format": self.fmt.name,
+                "traffic_window": self.cfg.traffic_window,
+                "trending_window": self.cfg.trending_window,
+                "trending_slide": self.cfg.trending_slide,
+                "top": str(self.cfg.top),
+            }
+        )
+        self.ingest = IngestStage(
+            self.cfg.output_dir,
+            self.store,
+            int(self.cfg.watermark_seconds * 1000),
+            self.cfg.traffic_window,
+            self.cfg.trending_window,
+            self.cfg.trending_slide,
+        )
+        self.listener = ProgressListener(self.store, self.on_progress)
+        self.spark.streams.addListener(self.listener)
+
+    @property
+    def totals(self) -> IngestTotals:
+        """Running totals of the ingest stage in this process."""
+        return self.ingest.totals
+
+    # -- building blocks -------------------------------------------------------------------
+
+    def _trigger(self, writer: Any) -> Any:
+        if self.cfg.trigger == "available-now":
+            return writer.trigger(availableNow=True)
+        return writer.trigger(processingTime=self.cfg.trigger)
+
+    def _checkpoint(self, name: str) -> str:
+        return str(self.cfg.state_dir / name)
+
+    def start_ingest(self) -> StreamingQuery:
+        """Start the ingest query (source → parse → :class:`IngestStage`)."""
+        for sub in ("events", "late_events", "quarantine"):
+            (self.cfg.output_dir / sub).mkdir(parents=True, exist_ok=True)
+        parsed = parse(stream_lines(self.spark, self.cfg), self.fmt)
+        writer = (
+            parsed.writeStream.queryName(INGEST_QUERY)
+            .foreachBatch(self.ingest)
+            .option("checkpointLocation", self._checkpoint(INGEST_QUERY))
+        )
+        query = self._trigger(writer).start()
+        self.queries.append(query)
+        return query
+
+    def on_time_events(self) -> DataFrame:
+        """The on-time events published by the ingest stage, as a watermarked stream."""
+        return (
+            self.spark.readStream.schema(EVENT_SCHEMA)
+            .option("recursiveFileLookup", "true")
+            .parquet(str(self.cfg.output_dir / "events"))
+            .withWatermark("event_time", self.cfg.watermark)
+        )
+
+    def window_frames(self) -> dict[str, DataFrame]:
+        """The three window aggregations over :meth:`on_time_events`."""
+        ev = self.on_time_events()
+        return {
+            "traffic_per_minute": analytics.traffic_per_window(ev, self.cfg.traffic_window),
+            "trending_pages": analytics.page_counts_per_window(
+                ev, self.cfg.trending_window, self.cfg.trending_slide
+            ),
+            "unique_visitors": analytics.visitor_sketches_per_window(ev, self.cfg.traffic_window),
+        }
+
+    def start_windows(self) -> list[StreamingQuery]:
+        """Start the window queries, each writing Parquet in append mode."""
+        started = []
+        for name, frame in self.window_frames().items():
+            writer = (
+                frame.writeStream.queryName(name)
+                .format("parquet")
+                .outputMode("append")
+                .option("path", str(self.cfg.output_dir / name))
+                .option("checkpointLocation", self._checkpoint(name))
+            )
+            query = self._trigger(writer).start()
+            self.queries.append(query)
+            started.append(query)
+        return started
+
+    def start_console(self) -> StreamingQuery:
+        """The book's exploration query: trending pages per window printed per micro-batch."""
+        ev = events(parse(stream_lines(self.spark, self.cfg), self.fmt)).withWatermark(
+            "event_time", self.cfg.watermark
+        )
+        counts = analytics.page_counts_per_window(
+            ev, self.cfg.trending_window, self.cfg.trending_slide
+        )
+        writer = (
+            counts.writeStream.queryName("trending_console")
+            .format("console")
+            .outputMode("update")
+            .option("truncate", "false")
+            .option("numRows", self.cfg.top)
+            .option("checkpointLocation", self._checkpoint("trending_console"))
+        )
+        query = self._trigger(writer).start()
+        self.queries.append(query)
+        return query
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run to completion (available-now) or until :meth:`request_stop` / a failure."""
+        if self.cfg.sink == "console":
+            self.start_console()
+            self._wait_all()
+            return
+        if self.cfg.trigger == "available-now":
+            ingest = self.start_ingest()
+            self._await(ingest)
+            if self.stop_requested.is_set():
+                return
+            for query in self.start_windows():
+                self._await(query)
+        else:
+            self.start_ingest()
+            self.start_windows()
+            self._wait_all()
+
+    def _await(self, query: StreamingQuery) -> None:
+        while not self.stop_requested.is_set():
+            if query.awaitTermination(0.5):
+                break
+        self._raise_failures()
+
+    def _wait_all(self) -> None:
+        while not self.stop_requested.is_set() and any(q.isActive for q in self.queries):
+            self.stop_requested.wait(0.5)
+            self._raise_failures()
+        self._raise_failures()
+
+    def _raise_failures(self) -> None:
+        for query in self.queries:
+            error = query.exception()
+            if error is not None:
+                self.stop()
+                raise error
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to return (safe from a signal handler)."""
+        self.stop_requested.set()
+
+    def stop(self) -> None:
+        """Stop every query (the current micro-batch finishes or is rolled back), then flush
+        the progress rows."""
+        self.stop_requested.set()
+        for query in self.queries:
+            if query.isActive:
+                query.stop()
+        self.listener.flush()
+        self.spark.streams.removeListener(self.listener)
+
+    def output_path(self, name: str) -> Path:
+        """Path of a Parquet output (``events``, ``late_events``, ``quarantine`` or a window
+        output)."""
+        return self.cfg.output_dir / name
