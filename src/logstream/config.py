@@ -64,7 +64,8 @@ class SparkSettings(BaseModel):
         ``spark.sql.shuffle.partitions``; the default 4 suits a 2-core machine (Spark's 200 would
         spend most of a micro-batch scheduling empty tasks).
     ui_enabled : bool
-        Whether to start the Spark web UI (port 4040); tests switch it off.
+        Whether to start the Spark web UI (port 4040); default from ``$LOGSTREAM_SPARK_UI``
+        (``false`` switches it off, as the tests do), else on.
     extra : dict of str to str
         Any other Spark configuration, applied last (``--conf`` style).
     """
@@ -74,7 +75,9 @@ class SparkSettings(BaseModel):
     master: str | None = Field(default_factory=lambda: os.environ.get("LOGSTREAM_SPARK_MASTER"))
     app_name: str = "logstream"
     shuffle_partitions: int = Field(default=4, ge=1, le=100_000)
-    ui_enabled: bool = True
+    ui_enabled: bool = Field(
+        default_factory=lambda: os.environ.get("LOGSTREAM_SPARK_UI", "true").lower() != "false"
+    )
     extra: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("master")

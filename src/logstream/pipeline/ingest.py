@@ -161,7 +161,6 @@ class IngestStage:
             late = parsed.where(is_event & is_late).select(
                 *EVENT_COLUMNS,
                 watermark.alias("watermark"),
-                F.lit(batch_id).cast("bigint").alias("batch_id"),
             )
             publish_batch(late, self.output_dir / "late_events", batch_id)
             write.late_examples = [
@@ -181,7 +180,6 @@ class IngestStage:
                 "raw_line",
                 "source_file",
                 F.col(REASON_COLUMN).alias("reason"),
-                F.lit(batch_id).cast("bigint").alias("batch_id"),
             )
             publish_batch(bad, self.output_dir / "quarantine", batch_id)
             write.quarantine_examples = [

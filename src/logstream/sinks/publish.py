@@ -3,17 +3,17 @@
 Delivery guarantee: **exactly-once per batch id**, for outputs written inside
 ``foreachBatch``. The steps, in order:
 
-1. if ``ROOT/batch-<id>`` exists, the batch was published before a crash: do nothing;
-2. write the rows to a hidden staging directory ``ROOT/.staging-batch-<id>`` (Spark's file
+1. if ``ROOT/batch_id=<id>`` exists, the batch was published before a crash: do nothing;
+2. write the rows to a hidden staging directory ``ROOT/.staging-batch_id=<id>`` (Spark's file
    source and readers skip names starting with ``.`` or ``_``), replacing any leftover of an
    interrupted attempt;
-3. rename the staging directory to ``ROOT/batch-<id>`` — one atomic ``rename`` on a local or
+3. rename the staging directory to ``ROOT/batch_id=<id>`` — one atomic ``rename`` on a local or
    HDFS file system, so a reader sees all of the batch or none of it.
 
 Each batch is written as **one** Parquet file, so a downstream streaming query reading ``ROOT``
 never splits one upstream micro-batch across two of its own micro-batches (which keeps the
-watermark arithmetic of :mod:`logstream.pipeline.ingest` exact). Readers use
-``recursiveFileLookup``. Object stores without atomic rename (S3) are not supported by this
+watermark arithmetic of :mod:`logstream.pipeline.ingest` exact). The directory names make
+``batch_id`` a partition column: ``spark.read.parquet(ROOT)`` reads every batch with it. Object stores without atomic rename (S3) are not supported by this
 writer.
 """
 
@@ -26,11 +26,11 @@ from pyspark.sql import DataFrame
 
 __all__ = ["BATCH_DIR_PREFIX", "batch_dir", "publish_batch"]
 
-BATCH_DIR_PREFIX = "batch-"
+BATCH_DIR_PREFIX = "batch_id="
 
 
 def batch_dir(root: Path, batch_id: int) -> Path:
-    """The directory of ``batch_id`` under ``root`` (``batch-0000000042``)."""
+    """The directory of ``batch_id`` under ``root`` (``batch_id=0000000042``)."""
     return root / f"{BATCH_DIR_PREFIX}{batch_id:010d}"
 
 

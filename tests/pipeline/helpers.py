@@ -1,0 +1,46 @@
+"""Helpers shared by the streaming tests: chunked inputs and reading outputs back."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+from logstream.pipeline import PipelineConfig
+
+
+def write_chunks(
+    lines: list[str], directory: Path, per_file: int, start_mtime: int = 1_000_000
+) -> list[Path]:
+    """Split ``lines`` into files whose modification times increase in order.
+
+    Spark's file source takes files in modification-time order, so micro-batch contents are
+    deterministic with ``maxFilesPerTrigger``.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(0, len(lines), per_file):
+        path = directory / f"chunk-{i // per_file:04d}.log"
+        path.write_text("".join(line + "\n" for line in lines[i : i + per_file]))
+        os.utime(path, (start_mtime + i, start_mtime + i))
+        paths.append(path)
+    return paths
+
+
+def nasa_lines(path: Path) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as fh:
+        return [line.rstrip("\n") for line in fh]
+
+
+def config(tmp: Path, input_dir: Path, **overrides) -> PipelineConfig:
+    values = dict(
+        input_dir=input_dir,
+        output_dir=tmp / "out",
+        state_dir=tmp / "state",
+        store=f"sqlite:///{tmp / 'store.db'}",
+        trigger="available-now",
+        log_format="common",
+        max_files_per_trigger=1,
+    )
+    values.update(overrides)
+    return PipelineConfig.build(**values)

@@ -1,0 +1,130 @@
+"""The NASA day streamed in chunks gives the same windows as the batch computation."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from logstream import analytics
+from logstream.parsing import compile_format, events, parse
+from logstream.pipeline import Pipeline
+from logstream.serving import ServingStore
+from logstream.sources import read_lines
+from tests.pipeline.helpers import config, nasa_lines, write_chunks
+
+TRAFFIC_COLS = [
+    "window_start",
+    "window_end",
+    "requests",
+    "bytes",
+    "status_1xx",
+    "status_2xx",
+    "status_3xx",
+    "status_4xx",
+    "status_5xx",
+    "errors",
+]
+
+
+@pytest.fixture(scope="module")
+def streamed(spark, nasa_day, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("parity")
+    write_chunks(nasa_lines(nasa_day), tmp / "in", per_file=6000)
+    pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=2))
+    try:
+        pipeline.run()
+    finally:
+        pipeline.stop()
+    batch_events = events(parse(read_lines(spark, [nasa_day]), compile_format("common")))
+    return tmp, pipeline, batch_events
+
+
+def test_every_final_traffic_window_equals_the_batch_computation(spark, streamed):
+    tmp, pipeline, ev = streamed
+    stream = spark.read.parquet(str(tmp / "out" / "traffic_per_minute")).select(*TRAFFIC_COLS)
+    batch = analytics.traffic_per_window(ev, "1 minute").select(*TRAFFIC_COLS)
+    watermark = F.timestamp_millis(F.lit(pipeline.ingest.watermark_for_next_batch()))
+    final = batch.where(F.col("window_end") <= watermark)
+    assert stream.count() == final.count() == 1422
+    assert stream.exceptAll(final).count() == 0 and final.exceptAll(stream).count() == 0
+
+
+def test_every_final_trending_window_equals_the_batch_computation(spark, streamed):
+    tmp, pipeline, ev = streamed
+    stream = spark.read.parquet(str(tmp / "out" / "trending_pages"))
+    batch = analytics.page_counts_per_window(ev, "5 minutes", "1 minute")
+    watermark = F.timestamp_millis(F.lit(pipeline.ingest.watermark_for_next_batch()))
+    final = batch.where(F.col("window_end") <= watermark)
+    assert stream.count() == final.count() > 40000
+    assert stream.exceptAll(final).count() == 0 and final.exceptAll(stream).count() == 0
+
+
+def test_serving_store_holds_every_window_including_open_ones(spark, streamed):
+    tmp, _, ev = streamed
+    store = ServingStore(tmp / "store.db", read_only=True)
+    rows = store.query(f"SELECT {', '.join(TRAFFIC_COLS)} FROM traffic_per_minute")
+    batch = (
+        analytics.traffic_per_window(ev, "1 minute")
+        .select(
+            F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+            *TRAFFIC_COLS[1:],
+        )
+        .drop("window_end")
+    )
+    expected = {tuple(r) for r in batch.collect()}
+    assert {tuple(v for k, v in r.items() if k != "window_end") for r in rows} == expected
+    assert store.counters() == {"events": 35272, "late_events": 0, "quarantined": 0}
+    top = store.query(
+        "SELECT url_path, requests FROM trending_pages WHERE window_start = "
+        "'1995-07-09T16:00:00Z' ORDER BY requests DESC, url_path LIMIT 1"
+    )
+    exact = (
+        ev.where(analytics.is_content_page())
+        .where(
+            (F.col("event_time") >= "1995-07-09 16:00:00")
+            & (F.col("event_time") < "1995-07-09 16:05:00")
+        )
+        .groupBy("url_path")
+        .count()
+        .orderBy(F.desc("count"), "url_path")
+        .first()
+    )
+    assert (top[0]["url_path"], top[0]["requests"]) == (exact["url_path"], exact["count"])
+
+
+def test_unique_visitors_are_within_hll_error_of_the_exact_count(spark, streamed):
+    tmp, _, ev = streamed
+    exact = {
+        r["w"]: r["n"]
+        for r in ev.groupBy(
+            F.date_format(
+                F.window("event_time", "1 minute").start, "yyyy-MM-dd'T'HH:mm:ss'Z'"
+            ).alias("w")
+        )
+        .agg(F.count_distinct("client_host").alias("n"))
+        .collect()
+    }
+    store = ServingStore(tmp / "store.db", read_only=True)
+    live = {
+        r["window_start"]: r["visitors"]
+        for r in store.query("SELECT window_start, visitors FROM unique_visitors")
+    }
+    assert live.keys() == exact.keys()
+    assert all(abs(live[w] - n) <= max(1, 0.05 * n) for w, n in exact.items())
+    parquet = (
+        spark.read.parquet(str(tmp / "out" / "unique_visitors"))
+        .select(F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("w"), "visitors")
+        .collect()
+    )
+    assert len(parquet) == 1422 and all(live[r["w"]] == r["visitors"] for r in parquet)
+
+
+def test_no_event_was_dropped_silently_by_a_window_query(streamed):
+    _, pipeline, _ = streamed
+    dropped = [
+        r["dropped_by_watermark"]
+        for r in pipeline.listener.history
+        if r["dropped_by_watermark"] is not None
+    ]
+    assert dropped and sum(dropped) == 0
+    assert pipeline.totals.events == 35272

@@ -1,0 +1,144 @@
+"""Killed with SIGKILL mid-run and restarted on the same state, the pipeline ends with the
+same Parquet outputs and serving store as an uninterrupted run: nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from logstream.pipeline import Pipeline
+from tests.pipeline.helpers import config, nasa_lines, write_chunks
+
+OUTPUTS = ("events", "traffic_per_minute", "trending_pages", "unique_visitors")
+STORE_TABLES = {
+    "traffic_per_minute": "SELECT * FROM traffic_per_minute",
+    "trending_pages": "SELECT * FROM trending_pages",
+    "unique_visitors": "SELECT window_start, window_end, visitors FROM unique_visitors",
+    "counters": "SELECT * FROM counters",
+    "ledger": "SELECT query, batch_id, events, late_events, quarantined FROM ledger",
+    "max_event": "SELECT value FROM pipeline_state WHERE key = 'max_event_time_ms'",
+}
+
+
+@pytest.fixture(scope="module")
+def chunks(nasa_day, tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("recovery-input")
+    write_chunks(nasa_lines(nasa_day), directory, per_file=6000)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def reference(spark, chunks, tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("recovery-reference")
+    pipeline = Pipeline(spark, config(tmp, chunks))
+    try:
+        pipeline.run()
+    finally:
+        pipeline.stop()
+    return tmp
+
+
+def cli_args(tmp: Path, chunks: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "logstream",
+        "run",
+        "--input-dir",
+        str(chunks),
+        "--output-dir",
+        str(tmp / "out"),
+        "--state-dir",
+        str(tmp / "state"),
+        "--store",
+        f"sqlite:///{tmp / 'store.db'}",
+        "--trigger",
+        "available-now",
+        "--max-files-per-trigger",
+        "1",
+        "--format",
+        "common",
+        "--quiet",
+    ]
+
+
+def ledger_size(tmp: Path) -> int:
+    try:
+        with sqlite3.connect(tmp / "store.db", timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM ledger").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def run_and_kill(tmp: Path, chunks: Path, ready: Callable[[], bool], limit_s: float = 120) -> None:
+    env = {**os.environ, "LOGSTREAM_SPARK_UI": "false"}
+    proc = subprocess.Popen(
+        cli_args(tmp, chunks),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + limit_s
+    try:
+        while not ready():
+            assert proc.poll() is None, "the run ended before the kill point"
+            assert time.monotonic() < deadline, "kill point never reached"
+            time.sleep(0.05)  # polling a child process's progress, not waiting for results
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, no clean-up
+        proc.wait()
+
+
+def finish(tmp: Path, chunks: Path) -> None:
+    env = {**os.environ, "LOGSTREAM_SPARK_UI": "false"}
+    done = subprocess.run(
+        cli_args(tmp, chunks), env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def parquet_rows(spark, root: Path, name: str) -> Counter:
+    df = spark.read.parquet(str(root / "out" / name))
+    df = df.drop("batch_id", "sketch") if name != "events" else df.drop("batch_id")
+    return Counter(tuple(r) for r in df.select(*sorted(df.columns)).collect())
+
+
+def store_rows(root: Path) -> dict[str, Counter]:
+    with sqlite3.connect(root / "store.db") as conn:
+        return {name: Counter(conn.execute(sql).fetchall()) for name, sql in STORE_TABLES.items()}
+
+
+KILL_POINTS = {
+    "after_two_ingest_batches": lambda tmp: ledger_size(tmp) >= 2,
+    "during_window_queries": lambda tmp: (
+        tmp / "state" / "trending_pages" / "offsets" / "0"
+    ).exists(),
+}
+
+
+@pytest.mark.parametrize("kill_point", list(KILL_POINTS))
+def test_sigkill_then_restart_ends_identical_to_an_uninterrupted_run(
+    spark, chunks, reference, tmp_path, kill_point
+):
+    run_and_kill(tmp_path, chunks, lambda: KILL_POINTS[kill_point](tmp_path))
+    finish(tmp_path, chunks)
+    for name in OUTPUTS:
+        got, want = parquet_rows(spark, tmp_path, name), parquet_rows(spark, reference, name)
+        assert got == want, (
+            f"{name}: {sum((got - want).values())} extra, {sum((want - got).values())} missing"
+        )
+    assert store_rows(tmp_path) == store_rows(reference)
+    events = spark.read.parquet(str(tmp_path / "out" / "events"))
+    assert events.count() == 35272
+    assert events.groupBy("batch_id").count().where(F.col("count") == 0).count() == 0
