@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
+from tests.pipeline.helpers import config, write_chunks
 
 from logstream.parsing import compile_format, events, parse
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
-from tests.pipeline.helpers import config, write_chunks
 
 
 def line(n: int, hhmmss: str) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
+from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 from logstream import analytics
 from logstream.parsing import compile_format, events, parse
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
 from logstream.sources import read_lines
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 TRAFFIC_COLS = [
     "window_start",

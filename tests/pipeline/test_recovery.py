@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
+from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 from logstream.pipeline import Pipeline
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 OUTPUTS = ("events", "traffic_per_minute", "trending_pages", "unique_visitors")
 STORE_TABLES = {

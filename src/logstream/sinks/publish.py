@@ -13,8 +13,8 @@ Delivery guarantee: **exactly-once per batch id**, for outputs written inside
 Each batch is written as **one** Parquet file, so a downstream streaming query reading ``ROOT``
 never splits one upstream micro-batch across two of its own micro-batches (which keeps the
 watermark arithmetic of :mod:`logstream.pipeline.ingest` exact). The directory names make
-``batch_id`` a partition column: ``spark.read.parquet(ROOT)`` reads every batch with it. Object stores without atomic rename (S3) are not supported by this
-writer.
+``batch_id`` a partition column: ``spark.read.parquet(ROOT)`` reads every batch with it.
+Object stores without atomic rename (S3) are not supported by this writer.
 """
 
 from __future__ import annotations
