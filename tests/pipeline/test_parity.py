@@ -76,13 +76,13 @@ def test_serving_store_holds_every_window_including_open_ones(spark, streamed):
     assert store.counters() == {"events": 35272, "late_events": 0, "quarantined": 0}
     top = store.query(
         "SELECT url_path, requests FROM trending_pages WHERE window_start = "
-        "'1995-07-09T16:00:00Z' ORDER BY requests DESC, url_path LIMIT 1"
+        "'1995-07-10T03:00:00Z' ORDER BY requests DESC, url_path LIMIT 1"
     )
     exact = (
         ev.where(analytics.is_content_page())
         .where(
-            (F.col("event_time") >= "1995-07-09 16:00:00")
-            & (F.col("event_time") < "1995-07-09 16:05:00")
+            (F.col("event_time") >= "1995-07-10 03:00:00")
+            & (F.col("event_time") < "1995-07-10 03:05:00")
         )
         .groupBy("url_path")
         .count()
@@ -90,6 +90,9 @@ def test_serving_store_holds_every_window_including_open_ones(spark, streamed):
         .first()
     )
     assert (top[0]["url_path"], top[0]["requests"]) == (exact["url_path"], exact["count"])
+    # the store keeps 2 hours of trending windows behind the newest event (03:59:59)
+    span = store.query("SELECT MIN(window_end) AS lo, MAX(window_end) AS hi FROM trending_pages")
+    assert span[0] == {"lo": "1995-07-10T02:00:00Z", "hi": "1995-07-10T04:04:00Z"}
 
 
 def test_unique_visitors_are_within_hll_error_of_the_exact_count(spark, streamed):

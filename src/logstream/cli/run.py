@@ -86,6 +86,10 @@ def run(
         str, typer.Option("--trending-slide", help="Slide of the trending-pages window.")
     ] = "1 minute",
     top: Annotated[int, typer.Option("--top", help="Trending pages per window.")] = 10,
+    store_retention: Annotated[
+        str, typer.Option("--store-retention", help="Event-time span of trending windows "
+                          "kept in the serving store (Parquet keeps all).")
+    ] = "2 hours",
     trigger: Annotated[
         str,
         typer.Option(

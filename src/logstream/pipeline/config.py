@@ -79,18 +79,23 @@ class PipelineConfig(BaseModel):
     trending_window, trending_slide : str
         Sliding window of trending pages (default 5 minutes every 1 minute, the book's query).
     top : int
-        Trending pages kept per window in the serving store.
+        Trending pages per window shown by the store's readers.
+    store_retention : str
+        Event-time span of trending-page windows kept in the serving store, behind the newest
+        event (default ``2 hours``); older windows are pruned there (the Parquet output keeps
+        them all). Traffic and visitor rows are kept whole (one row per window).
     trigger : str
         ``available-now`` (process what exists, then stop) or a processing-time interval
         such as ``5 seconds``.
     max_files_per_trigger : int, optional
-        File-source limit of files per micro-batch.
+        Files per micro-batch: input files for the ingest query, and ingest micro-batches
+        (one ``events/`` file each) for the window queries.
     sink : {"parquet", "console"}
         ``parquet`` runs the full pipeline; ``console`` prints trending pages per
         micro-batch for exploration (no outputs, no store).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     source: Literal["dir", "socket", "kafka"] = "dir"
     input_dir: Path | None = None
@@ -106,11 +111,14 @@ class PipelineConfig(BaseModel):
     trending_window: str = "5 minutes"
     trending_slide: str = "1 minute"
     top: int = Field(default=10, ge=1, le=1000)
+    store_retention: str = "2 hours"
     trigger: str = "5 seconds"
     max_files_per_trigger: int | None = Field(default=None, ge=1)
     sink: Literal["parquet", "console"] = "parquet"
 
-    @field_validator("watermark", "traffic_window", "trending_window", "trending_slide")
+    @field_validator(
+        "watermark", "traffic_window", "trending_window", "trending_slide", "store_retention"
+    )
     @classmethod
     def _interval(cls, value: str) -> str:
         return _spark_interval(value)

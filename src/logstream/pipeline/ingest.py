@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark import StorageLevel
@@ -49,6 +50,10 @@ INGEST_QUERY = "ingest"
 
 #: Late and quarantined rows kept as examples per micro-batch.
 _EXAMPLES_PER_BATCH = 5
+
+
+def _iso_ms(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def iso(col: Column | str) -> Column:
@@ -82,6 +87,9 @@ class IngestStage:
         The watermark delay, milliseconds.
     traffic_window, trending_window, trending_slide : str
         Spark interval strings of the live views.
+    retention_ms : int
+        Trending-page windows ending this long (ms) before the newest event are not written
+        to, and are pruned from, the store.
 
     Notes
     -----
@@ -96,6 +104,7 @@ class IngestStage:
         traffic_window: str = "60 seconds",
         trending_window: str = "300 seconds",
         trending_slide: str = "60 seconds",
+        retention_ms: int = 2 * 3600 * 1000,
     ) -> None:
         self.output_dir = output_dir
         self.store = store
@@ -103,6 +112,7 @@ class IngestStage:
         self.traffic_window = traffic_window
         self.trending_window = trending_window
         self.trending_slide = trending_slide
+        self.retention_ms = retention_ms
         self.totals = IngestTotals()
 
     def watermark_for_next_batch(self) -> int | None:
@@ -115,7 +125,10 @@ class IngestStage:
         if self.store.is_committed(INGEST_QUERY, batch_id):
             return
         watermark_ms = self.watermark_for_next_batch()
-        parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+        # keep the raw text only where it is needed (quarantine): a much smaller cache
+        parsed = parsed.withColumn(
+            "raw_line", F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line"))
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             write = self._process(parsed, batch_id, watermark_ms)
         finally:
@@ -207,32 +220,61 @@ class IngestStage:
             ).collect()
         ]
         pages = analytics.page_counts_per_window(on_time, self.trending_window, self.trending_slide)
+        newest = max(write.max_event_time_ms or 0, self.store.max_event_time_ms() or 0)
+        horizon_ms = newest - self.retention_ms
+        pages = pages.where(F.col("window_end") > F.timestamp_millis(F.lit(horizon_ms)))
+        write.prune_trending_before = _iso_ms(horizon_ms)
         write.pages = [
             (r[0], r[1], r[2], r[3])
             for r in pages.select(
                 iso("window_start"), iso("window_end"), "url_path", "requests"
             ).collect()
         ]
-        write.visitors = self._merged_sketches(on_time)
+        write.visitors = self._merged_sketches(on_time, newest)
+        write.final_before = _iso_ms(newest - self.watermark_ms)
 
-    def _merged_sketches(self, on_time: DataFrame) -> list[tuple[str, str, int, bytes]]:
-        """This batch's visitor sketches, merged with the stored sketches of the same windows."""
+    def _merged_sketches(
+        self, on_time: DataFrame, newest_ms: int
+    ) -> list[tuple[str, str, int, bytes | None]]:
+        """This batch's visitor estimates per window, merged with stored open sketches.
+
+        A window whose end is at or before the next watermark is final: only its estimate is
+        kept. Open windows keep their sketch so the next micro-batches can merge into it.
+        """
+        open_stored = self.store.open_sketches()
+        next_watermark = F.timestamp_millis(F.lit(newest_ms - self.watermark_ms))
+        keep_sketch = (F.col("window_end") > next_watermark) | iso("window_start").isin(
+            list(open_stored) or [""]
+        )
         fresh = [
-            (r[0], r[1], int(r[2]), bytes(r[3]))
+            (r[0], r[1], int(r[2]), None if r[3] is None else bytes(r[3]), r[4])
             for r in analytics.visitor_sketches_per_window(on_time, self.traffic_window)
-            .select(iso("window_start"), iso("window_end"), "visitors", "sketch")
+            .select(
+                iso("window_start"),
+                iso("window_end"),
+                "visitors",
+                F.when(keep_sketch, F.col("sketch")),
+                keep_sketch & (F.col("window_end") > next_watermark),
+            )
             .collect()
         ]
-        stored = self.store.sketches([w for w, _, _, _ in fresh])
-        if not stored:
-            return fresh
-        rows = [(w, e, s) for w, e, _, s in fresh] + stored
-        merged = (
-            on_time.sparkSession.createDataFrame(
-                rows, "window_start string, window_end string, sketch binary"
-            )
-            .groupBy("window_start", "window_end")
-            .agg(F.hll_union_agg("sketch").alias("sketch"))
-            .select("window_start", "window_end", F.hll_sketch_estimate("sketch"), "sketch")
-        )
-        return [(r[0], r[1], int(r[2]), bytes(r[3])) for r in merged.collect()]
+        to_merge = [(w, e, sk) for w, e, _, sk, _ in fresh if w in open_stored]
+        merged: dict[str, tuple[int, bytes]] = {}
+        if to_merge:
+            rows = to_merge + [(w, *open_stored[w]) for w, _, _ in to_merge]
+            merged = {
+                r[0]: (int(r[1]), bytes(r[2]))
+                for r in on_time.sparkSession.createDataFrame(
+                    rows, "window_start string, window_end string, sketch binary"
+                )
+                .groupBy("window_start")
+                .agg(F.hll_union_agg("sketch").alias("sketch"))
+                .select("window_start", F.hll_sketch_estimate("sketch"), "sketch")
+                .collect()
+            }
+        out = []
+        for start, end, visitors, sketch, still_open in fresh:
+            if start in merged:
+                visitors, sketch = merged[start]
+            out.append((start, end, visitors, sketch if still_open else None))
+        return out

@@ -39,7 +39,7 @@ from logstream import analytics
 from logstream.errors import LogFormatError
 from logstream.monitoring import ProgressListener
 from logstream.parsing import CompiledFormat, events, parse, resolve_format
-from logstream.pipeline.config import PipelineConfig
+from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.ingest import INGEST_QUERY, IngestStage, IngestTotals
 from logstream.schema import EVENT_SCHEMA
 from logstream.serving import ServingStore
@@ -115,6 +115,7 @@ class Pipeline:
             self.cfg.traffic_window,
             self.cfg.trending_window,
             self.cfg.trending_slide,
+            int(interval_seconds(self.cfg.store_retention) * 1000),
         )
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)
@@ -150,11 +151,11 @@ class Pipeline:
 
     def on_time_events(self) -> DataFrame:
         """The on-time events published by the ingest stage, as a watermarked stream."""
-        return (
-            self.spark.readStream.schema(EVENT_SCHEMA)
-            .option("recursiveFileLookup", "true")
-            .parquet(str(self.cfg.output_dir / "events"))
-            .withWatermark("event_time", self.cfg.watermark)
+        reader = self.spark.readStream.schema(EVENT_SCHEMA).option("recursiveFileLookup", "true")
+        if self.cfg.max_files_per_trigger:  # one file per ingest micro-batch
+            reader = reader.option("maxFilesPerTrigger", self.cfg.max_files_per_trigger)
+        return reader.parquet(str(self.cfg.output_dir / "events")).withWatermark(
+            "event_time", self.cfg.watermark
         )
 
     def window_frames(self) -> dict[str, DataFrame]:

@@ -2,7 +2,8 @@
 
 Delivery guarantee: **exactly-once per micro-batch**. The ingest stage writes each micro-batch
 in one SQLite transaction that (1) checks the ledger for the batch id, (2) adds the batch's
-counts to the per-window tables (an upsert that increments), (3) replaces the merged
+counts to the per-window tables (an upsert that increments; trending-page windows older than
+the retention are pruned first), (3) replaces the merged
 unique-visitor sketches, (4) bumps the counters and keeps the latest examples, (5) records the
 new maximum event time, and (6) inserts the batch id into ``ledger``. A micro-batch that Spark
 replays after a crash either finds its id in the ledger and changes nothing, or finds the
@@ -18,7 +19,8 @@ Tables
 ``pipeline_state(key, value)``: ``max_event_time_ms``, ``watermark_delay_ms``, settings
 ``traffic_per_minute(window_start, window_end, requests, bytes, status_1xx … status_5xx, errors)``
 ``trending_pages(window_start, window_end, url_path, requests)``
-``unique_visitors(window_start, window_end, visitors, sketch)``
+``unique_visitors(window_start, window_end, visitors, sketch)``: ``sketch`` (HLL) only while
+the window is open, null once final
 ``counters(name, value)``: ``events``, ``late_events``, ``quarantined``
 ``late_examples(seq, batch_id, event_time, watermark, client_host, url_path, source_file)``
 ``quarantine_examples(seq, batch_id, raw_line, source_file, reason)``
@@ -59,7 +61,7 @@ CREATE TABLE IF NOT EXISTS trending_pages (
 CREATE INDEX IF NOT EXISTS trending_by_end ON trending_pages (window_end, requests DESC);
 CREATE TABLE IF NOT EXISTS unique_visitors (
     window_start TEXT PRIMARY KEY, window_end TEXT NOT NULL,
-    visitors INTEGER NOT NULL, sketch BLOB NOT NULL);
+    visitors INTEGER NOT NULL, sketch BLOB);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS late_examples (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, batch_id INTEGER, event_time TEXT, watermark TEXT,
@@ -95,9 +97,11 @@ class IngestBatchWrite:
     max_event_time_ms: int | None = None
     traffic: list[tuple[Any, ...]] = field(default_factory=list)  # in _TRAFFIC_COLS order
     pages: list[tuple[str, str, str, int]] = field(default_factory=list)
-    visitors: list[tuple[str, str, int, bytes]] = field(default_factory=list)  # merged
+    visitors: list[tuple[str, str, int, bytes | None]] = field(default_factory=list)  # merged
     late_examples: list[tuple[Any, ...]] = field(default_factory=list)
     quarantine_examples: list[tuple[Any, ...]] = field(default_factory=list)
+    prune_trending_before: str | None = None  # drop trending windows ending at or before
+    final_before: str | None = None  # windows ending at or before are final: drop sketches
 
 
 class ServingStore:
@@ -173,20 +177,14 @@ class ServingStore:
         value = self.get_state("max_event_time_ms")
         return None if value is None else int(value)
 
-    def sketches(self, window_starts: Sequence[str]) -> list[tuple[str, str, bytes]]:
-        """Stored unique-visitor sketches of the given windows: (start, end, sketch)."""
-        if not window_starts:
-            return []
+    def open_sketches(self) -> dict[str, tuple[str, bytes]]:
+        """Sketches of windows still open (not yet final): ``{start: (end, sketch)}``."""
         with self.connection() as conn:
-            rows = []
-            for chunk in _chunks(list(window_starts), 500):
-                marks = ",".join("?" * len(chunk))
-                rows += conn.execute(
-                    "SELECT window_start, window_end, sketch FROM unique_visitors "
-                    f"WHERE window_start IN ({marks})",
-                    chunk,
-                ).fetchall()
-        return [(r[0], r[1], bytes(r[2])) for r in rows]
+            rows = conn.execute(
+                "SELECT window_start, window_end, sketch FROM unique_visitors "
+                "WHERE sketch IS NOT NULL"
+            ).fetchall()
+        return {r[0]: (r[1], bytes(r[2])) for r in rows}
 
     def commit_ingest_batch(self, query: str, write: IngestBatchWrite) -> bool:
         """Apply one ingest micro-batch exactly once (see the module docstring for the steps).
@@ -212,6 +210,11 @@ class ServingStore:
                     f"ON CONFLICT(window_start) DO UPDATE SET {adds}",
                     write.traffic,
                 )
+                if write.prune_trending_before is not None:
+                    conn.execute(
+                        "DELETE FROM trending_pages WHERE window_end <= ?",
+                        (write.prune_trending_before,),
+                    )
                 conn.executemany(
                     "INSERT INTO trending_pages(window_start, window_end, url_path, requests) "
                     "VALUES (?, ?, ?, ?) ON CONFLICT(window_start, window_end, url_path) "
@@ -224,6 +227,12 @@ class ServingStore:
                     "visitors = excluded.visitors, sketch = excluded.sketch",
                     write.visitors,
                 )
+                if write.final_before is not None:
+                    conn.execute(
+                        "UPDATE unique_visitors SET sketch = NULL "
+                        "WHERE sketch IS NOT NULL AND window_end <= ?",
+                        (write.final_before,),
+                    )
                 conn.executemany(
                     "INSERT INTO counters(name, value) VALUES (?, ?) "
                     "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
@@ -306,11 +315,6 @@ def _keep_latest(
     conn.execute(
         f"DELETE FROM {table} WHERE seq <= (SELECT MAX(seq) FROM {table}) - {EXAMPLES_KEPT}"
     )
-
-
-def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 def _now() -> str:

@@ -1,0 +1,162 @@
+"""Throughput, per-batch latency and state size of the streaming pipeline.
+
+Input: the 31-day NASA input (bench/build_july.py: the real 1995-07-09 day replicated across
+July, 1,093,432 lines). Three measurements in one run:
+
+1. ``throughput``: ``logstream run --trigger available-now`` over all 31 files (ingest, then the
+   three window queries), events/s = lines / wall time of the pipeline (session start
+   excluded), with ``--max-files-per-trigger`` files per micro-batch;
+2. ``state``: state rows and state memory per window query after each micro-batch (the
+   watermark bounds them: they stop growing once it advances);
+3. ``latency``: a processing-time trigger while a feeder drops chunk files into the input
+   directory at a fixed rate; per-batch durations of every query.
+
+Writes bench/results/stream.json. Usage: python bench/bench_stream.py [--days 31]
+[--files-per-trigger 1] [--rate 20000] [--latency-seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.build_july import DEFAULT_OUT, build_july  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def pipeline_config(tmp: Path, input_dir: Path, **extra):
+    from logstream.pipeline import PipelineConfig
+
+    return PipelineConfig.build(
+        input_dir=input_dir, output_dir=tmp / "out", state_dir=tmp / "state",
+        store=f"sqlite:///{tmp / 'store.db'}", log_format="common", **extra,
+    )
+
+
+def throughput(spark, files: list[Path], per_trigger: int) -> dict:
+    from logstream.pipeline import Pipeline
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-stream-"))
+    cfg = pipeline_config(tmp, files[0].parent, trigger="available-now",
+                          max_files_per_trigger=per_trigger)
+    pipeline = Pipeline(spark, cfg)
+    t0 = time.perf_counter()
+    pipeline.run()
+    seconds = time.perf_counter() - t0
+    pipeline.stop()
+    history = pipeline.listener.history
+    lines = 35272 * len(files)
+    state = {}
+    for row in history:
+        if row["state_rows"] is not None:
+            state.setdefault(row["query"], []).append(
+                {"batch": row["batch_id"], "state_rows": row["state_rows"],
+                 "state_memory_bytes": row["state_memory_bytes"],
+                 "watermark": row["watermark"]})
+    ingest = [r["batch_duration_ms"] for r in history if r["query"] == "ingest"]
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "lines": lines,
+        "files_per_trigger": per_trigger,
+        "seconds": round(seconds, 1),
+        "events_per_s": round(lines / seconds),
+        "ingest_batches": len(ingest),
+        "ingest_batch_ms_median": statistics.median(ingest) if ingest else None,
+        "on_time_events": pipeline.totals.events,
+        "state_curve": state,
+    }
+
+
+def latency(spark, day_file: Path, rate: int, seconds: int) -> dict:
+    from logstream.pipeline import Pipeline
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-latency-"))
+    landing = tmp / "landing"
+    landing.mkdir()
+    lines = day_file.read_text().splitlines(keepends=True)
+    first = "".join(lines[:1000])
+    (landing / "seed.log").write_text(first)  # for nothing to wait on at start
+    cfg = pipeline_config(tmp, landing, trigger="2 seconds")
+    pipeline = Pipeline(spark, cfg)
+    stop = threading.Event()
+
+    def feed() -> None:
+        pos, n = 1000, 0
+        per_tick = rate // 2
+        while not stop.is_set() and pos < len(lines):
+            chunk = "".join(lines[pos : pos + per_tick])
+            pos += per_tick
+            part = tmp / f".part-{n}"
+            part.write_text(chunk)
+            part.rename(landing / f"feed-{n:05d}.log")
+            n += 1
+            stop.wait(0.5)
+
+    runner = threading.Thread(target=pipeline.run, daemon=True)
+    runner.start()
+    time.sleep(5)
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    time.sleep(seconds)
+    stop.set()
+    pipeline.request_stop()
+    runner.join(60)
+    pipeline.stop()
+    by_query: dict[str, list[int]] = {}
+    for row in pipeline.listener.history:
+        if row["num_input_rows"]:
+            by_query.setdefault(row["query"], []).append(row["batch_duration_ms"])
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "input_rate_lines_per_s": rate,
+        "trigger": "2 seconds",
+        "batch_ms": {
+            q: {"n": len(v), "median": statistics.median(v), "p95": sorted(v)[int(0.95 * (len(v) - 1))],
+                "max": max(v)}
+            for q, v in by_query.items()
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--days", type=int, default=31)
+    parser.add_argument("--files-per-trigger", type=int, default=1)
+    parser.add_argument("--rate", type=int, default=20000)
+    parser.add_argument("--latency-seconds", type=int, default=60)
+    parser.add_argument("--skip-latency", action="store_true")
+    args = parser.parse_args()
+
+    from logstream.config import SparkSettings
+    from logstream.session import get_spark
+
+    files = build_july(DEFAULT_OUT, args.days)
+    spark = get_spark(SparkSettings(ui_enabled=False))
+    result = {
+        "input": f"NASA 1995-07-09 replicated over {len(files)} days (bench/build_july.py)",
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+        "throughput": throughput(spark, files, args.files_per_trigger),
+    }
+    if not args.skip_latency:
+        result["latency"] = latency(spark, files[0], args.rate, args.latency_seconds)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "stream.json").write_text(json.dumps(result, indent=2) + "\n")
+    summary = {k: v for k, v in result["throughput"].items() if k != "state_curve"}
+    print(json.dumps({"throughput": summary, "latency": result.get("latency")}, indent=2))
+    for query, curve in result["throughput"]["state_curve"].items():
+        print(query, [c["state_rows"] for c in curve])
+
+
+if __name__ == "__main__":
+    main()
