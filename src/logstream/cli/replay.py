@@ -1,0 +1,219 @@
+"""``logstream replay``: replay real logs as a live stream (TCP server or chunk directory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from logstream.cli.app import app, err_console
+from logstream.errors import ConfigError
+
+if TYPE_CHECKING:
+    from logstream.replay.sinks import LineSink
+
+TcpOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tcp",
+        metavar="HOST:PORT",
+        help="Serve lines to TCP clients on HOST:PORT (Spark's socket source connects here). "
+        "HOST defaults to 127.0.0.1 (loopback only).",
+    ),
+]
+DirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--dir",
+        help="Write rotated chunk files into DIR, each published by an atomic rename "
+        "(for Spark's file source).",
+    ),
+]
+ChunkLinesOption = Annotated[
+    int, typer.Option("--chunk-lines", min=1, help="With --dir: lines per chunk at most.")
+]
+ChunkSecondsOption = Annotated[
+    str,
+    typer.Option("--chunk-seconds", help="With --dir: publish a chunk after this long (5s, 1m)."),
+]
+WaitOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait/--no-wait",
+        help="With --tcp: pause while no client is connected (default), or drop lines.",
+    ),
+]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+
+
+def make_sink(
+    tcp: str | None,
+    directory: Path | None,
+    *,
+    chunk_lines: int,
+    chunk_seconds: str,
+    wait: bool,
+) -> LineSink:
+    """Build the TCP or chunk-directory sink named by the options (exactly one)."""
+    from logstream.replay import ChunkDirSink, TcpLineServer, parse_duration, parse_host_port
+
+    if (tcp is None) == (directory is None):
+        raise ConfigError("give exactly one output: --tcp HOST:PORT or --dir DIR")
+    if tcp is not None:
+        host, port = parse_host_port(tcp)
+        return TcpLineServer(host, port, wait_for_client=wait)
+    assert directory is not None
+    return ChunkDirSink(
+        directory,
+        chunk_lines=chunk_lines,
+        chunk_seconds=parse_duration(chunk_seconds, option="--chunk-seconds"),
+    )
+
+
+def describe_sink(sink: object) -> str:
+    """``tcp://HOST:PORT`` or the chunk directory, for messages."""
+    from logstream.replay import TcpLineServer
+
+    if isinstance(sink, TcpLineServer):
+        return f"tcp://{sink.address[0]}:{sink.address[1]}"
+    return f"chunks in {getattr(sink, 'directory', '?')}"
+
+
+@app.command()
+def replay(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            help="Log files (plain or .gz), replayed in this order; directories and "
+            "quoted globs are expanded in name order."
+        ),
+    ],
+    tcp: TcpOption = None,
+    directory: DirOption = None,
+    speedup: Annotated[
+        float | None,
+        typer.Option(
+            "--speedup",
+            help="Event seconds per wall second: 600 replays ten minutes "
+            "of log per second, 1440 a day in a minute. Default 1 (real time).",
+        ),
+    ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            "--rate",
+            metavar="EVENTS_PER_S",
+            help="Send at a fixed rate (lines per second) instead of by event time.",
+        ),
+    ] = None,
+    loop: Annotated[
+        bool,
+        typer.Option(
+            "--loop",
+            help="Replay again and again, each pass's event times shifted past the previous pass.",
+        ),
+    ] = False,
+    shift_to_now: Annotated[
+        bool,
+        typer.Option(
+            "--shift-to-now",
+            help="Rebase event times so the first line is now "
+            "(the time text is rewritten in the line's own offset).",
+        ),
+    ] = False,
+    late_fraction: Annotated[
+        float,
+        typer.Option(
+            "--late-fraction",
+            min=0.0,
+            max=1.0,
+            help="Fraction of lines to send late (seeded, see --seed).",
+        ),
+    ] = 0.0,
+    late_by: Annotated[
+        str | None,
+        typer.Option(
+            "--late-by",
+            metavar="DURATION",
+            help="How late: the line is sent once the replay's event time "
+            "has passed its own by this much (90s, 10m, 1h).",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the late-line draw.")] = 0,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Stop after sending this many lines.")
+    ] = None,
+    summary_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--summary",
+            help="Write a JSON summary here at the end: counts, and the "
+            "line number and event time of every late line.",
+        ),
+    ] = None,
+    chunk_lines: ChunkLinesOption = 10_000,
+    chunk_seconds: ChunkSecondsOption = "5s",
+    wait: WaitOption = True,
+    quiet: QuietOption = False,
+) -> None:
+    """Replay log files as a live stream, paced by their own event time.
+
+    Example: logstream replay ../shared/data/NASA_access_log_Jul95_day09.log.gz
+    --tcp localhost:9999 --speedup 1440
+    """
+    from logstream.replay import (
+        Replayer,
+        ReplayOptions,
+        expand_files,
+        iter_file_records,
+        parse_duration,
+    )
+    from logstream.replay.progress import ReplayProgress
+
+    inputs = expand_files(files)
+    options = ReplayOptions(
+        speedup=speedup,
+        rate_per_s=rate,
+        loop=loop,
+        shift_to_now=shift_to_now,
+        late_fraction=late_fraction,
+        late_by_seconds=parse_duration(late_by, option="--late-by") if late_by else 0.0,
+        seed=seed,
+        limit_lines=limit,
+    )
+    if summary_path is not None and not summary_path.parent.is_dir():
+        raise ConfigError(
+            f"cannot write --summary {str(summary_path)!r}: its directory does not exist"
+        )
+    sink = make_sink(
+        tcp, directory, chunk_lines=chunk_lines, chunk_seconds=chunk_seconds, wait=wait
+    )
+    pace = (
+        f"rate {options.rate_per_s:g} lines/s"
+        if options.rate_per_s
+        else f"speedup {options.speedup:g}"
+    )
+    err_console.print(
+        f"replaying {len(inputs)} file{'s' if len(inputs) != 1 else ''} to {describe_sink(sink)} "
+        f"at {pace}" + (" (waiting for a client)" if tcp and wait else "")
+    )
+    replayer = Replayer(lambda: iter_file_records(inputs), sink, options)
+    progress = None if quiet else ReplayProgress(err_console, "replay")
+    replayer.progress = progress
+    try:
+        if progress is not None:
+            with progress:
+                result = replayer.run()
+        else:
+            result = replayer.run()
+    finally:
+        if summary_path is not None:
+            replayer.summary.write_json(summary_path)
+    reached = result.event_time_reached
+    err_console.print(
+        f"sent {result.lines_sent:,} lines in {result.wall_seconds:.1f} s "
+        f"({result.rate_per_s:,.0f} lines/s), event time reached "
+        f"{reached.isoformat() if reached else '—'}"
+        + (f", {result.late_lines:,} late" if options.late_fraction else "")
+    )
