@@ -155,3 +155,26 @@ def test_custom_data_server_format_parses_its_sample(spark, tmp_path):
     assert first.user == "0b3a0a4591c506cfecc8d53de6df54b52a68c9a3"
     assert first.url_path == "/opendap/hyrax/ASTGTM.002/ASTGTM.002_N60W133_dem.nc.dods"
     assert first.client_host is None
+
+
+def test_huge_fields_parse_without_failing_the_job(spark):
+    """Java's regex engine recurses per group iteration: a scanner's 200 KB request or user
+    agent must neither overflow the stack nor fail the job."""
+    long_path = "/" + "a" * 200_000
+    long_agent = "Mozilla/5.0 " + 'x\\"y ' * 40_000
+    lines = [
+        f'h1 - - [09/Jul/1995:00:00:00 -0400] "GET {long_path} HTTP/1.0" 200 5 "-" "{long_agent}"',
+        'h2 - - [09/Jul/1995:00:00:00 -0400] "GET /x '
+        + "junk " * 50_000
+        + 'HTTP/1.1" 200 5 "-" "-"',
+        'h3 - - [09/Jul/1995:00:00:00 -0400] "' + '\\"' * 100_000 + '" 400 5 "-" "-"',
+    ]
+    frame = spark.createDataFrame(
+        [(line, "mem") for line in lines], "value string, source_file string"
+    )
+    parsed = parse(frame, compile_format("combined"))
+    rows = {r.client_host: r for r in events(parsed).collect()}
+    assert rows["h1"].url_path == long_path and rows["h1"].user_agent.startswith("Mozilla/5.0 x")
+    assert rows["h1"].protocol == "HTTP/1.0"
+    assert rows["h2"].url_path == "/x" and rows["h2"].protocol is None  # too many skipped words
+    assert rows["h3"].method is None and rows["h3"].status == 400

@@ -65,13 +65,19 @@ NAMED_FORMATS: dict[str, str] = {
 }
 
 # Character classes. U+0001 is the separator of the parser's split, so no field may hold it.
+# Runs of ordinary characters are matched possessively (``++``) so that Java's regex engine,
+# which recurses once per iteration of a group, recurses once per escape sequence rather than
+# once per character: a field of any length cannot overflow the stack.
 _TOKEN = r"[^\s\x01]+"
-_QUOTED = r'(?:[^"\\\x01]|\\[^\x01])*'
-_JUNK_CHAR = r'(?:[^"\\\x01]|\\[^\x01])'
-_METHOD = r"[A-Za-z][A-Za-z_-]*"
-_PATH_IN_QUOTES = r'(?:[^\s"?\\\x01]|\\[^\x01])*'
-_QUERY_IN_QUOTES = r'(?:[^\s"\\\x01]|\\[^\x01])*'
-_PROTOCOL = r'[Hh][Tt][Tt][Pp]/[^\s"\\\x01]*'
+_ESCAPE = r"\\[^\x01]"
+_QUOTED = rf'(?:[^"\\\x01]++|{_ESCAPE})*+'
+_WORD = rf'(?:[^\s"\\\x01]++|{_ESCAPE})++'
+_METHOD = r"[A-Za-z][A-Za-z_-]*+"
+_PATH_IN_QUOTES = rf'(?:[^\s"?\\\x01]++|{_ESCAPE})*+'
+_QUERY_IN_QUOTES = rf'(?:[^\s"\\\x01]++|{_ESCAPE})*+'
+_PROTOCOL = r'[Hh][Tt][Tt][Pp]/[^\s"\\\x01]*+'
+#: Words between the target and the protocol that the lenient request split skips, at most.
+_MAX_SKIPPED_WORDS = 64
 
 _CLF_TIME_PATTERN = "dd/MMM/yyyy:HH:mm:ss Z"
 _CLF_TIME_REGEX = r"[^\]\x01]+"
@@ -288,8 +294,8 @@ def compile_format(spec: str) -> CompiledFormat:
                     f"log format {spec!r}: %r must stand inside quotes, as in '\"%r\"'"
                 )
             parts.append(
-                f"(?:({_METHOD}) +({_PATH_IN_QUOTES})(?:\\?({_QUERY_IN_QUOTES}))?"
-                f"(?:{_JUNK_CHAR}*? +({_PROTOCOL}))?|){_JUNK_CHAR}*"
+                f"(?:({_METHOD}) ++({_PATH_IN_QUOTES})(?:\\?({_QUERY_IN_QUOTES}))?"
+                f"(?:(?: ++{_WORD}){{0,{_MAX_SKIPPED_WORDS}}}? ++({_PROTOCOL}))?|){_QUOTED}"
             )
             fields.extend(["method", "url_path", "query_string", "protocol"])
         elif code == "m":
