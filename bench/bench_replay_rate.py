@@ -73,12 +73,16 @@ def main() -> int:
     ok = abs(overall / args.rate - 1) <= args.tolerance and worst <= args.tolerance
 
     print(f"target rate        {args.rate:,.0f} lines/s over {args.seconds:g} s")
-    print(f"lines received     {received:,} (replay sent {summary.lines_sent:,}, "
-          f"{summary.passes} passes of {files[0].name})")
+    print(
+        f"lines received     {received:,} (replay sent {summary.lines_sent:,}, "
+        f"{summary.passes} passes of {files[0].name})"
+    )
     print(f"first → last line  {last - first:.3f} s")
     print(f"overall rate       {overall:,.1f} lines/s ({(overall / args.rate - 1) * 100:+.2f} %)")
-    print(f"per-second windows min {min(windows):,} / max {max(windows):,} lines "
-          f"(worst {worst * 100:.2f} % off)")
+    print(
+        f"per-second windows min {min(windows):,} / max {max(windows):,} lines "
+        f"(worst {worst * 100:.2f} % off)"
+    )
     print(f"client reads       {len(reads):,} ({received / len(reads):.1f} lines per read)")
     print("PASS" if ok else f"FAIL: outside ±{args.tolerance * 100:g} %")
     if args.json:

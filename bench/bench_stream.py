@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.build_july import DEFAULT_OUT, build_july  # noqa: E402
+from bench.build_july import DEFAULT_OUT, build_july
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -39,8 +39,12 @@ def pipeline_config(tmp: Path, input_dir: Path, **extra):
     from logstream.pipeline import PipelineConfig
 
     return PipelineConfig.build(
-        input_dir=input_dir, output_dir=tmp / "out", state_dir=tmp / "state",
-        store=f"sqlite:///{tmp / 'store.db'}", log_format="common", **extra,
+        input_dir=input_dir,
+        output_dir=tmp / "out",
+        state_dir=tmp / "state",
+        store=f"sqlite:///{tmp / 'store.db'}",
+        log_format="common",
+        **extra,
     )
 
 
@@ -48,8 +52,9 @@ def throughput(spark, files: list[Path], per_trigger: int) -> dict:
     from logstream.pipeline import Pipeline
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-stream-"))
-    cfg = pipeline_config(tmp, files[0].parent, trigger="available-now",
-                          max_files_per_trigger=per_trigger)
+    cfg = pipeline_config(
+        tmp, files[0].parent, trigger="available-now", max_files_per_trigger=per_trigger
+    )
     pipeline = Pipeline(spark, cfg)
     t0 = time.perf_counter()
     pipeline.run()
@@ -61,9 +66,13 @@ def throughput(spark, files: list[Path], per_trigger: int) -> dict:
     for row in history:
         if row["state_rows"] is not None:
             state.setdefault(row["query"], []).append(
-                {"batch": row["batch_id"], "state_rows": row["state_rows"],
-                 "state_memory_bytes": row["state_memory_bytes"],
-                 "watermark": row["watermark"]})
+                {
+                    "batch": row["batch_id"],
+                    "state_rows": row["state_rows"],
+                    "state_memory_bytes": row["state_memory_bytes"],
+                    "watermark": row["watermark"],
+                }
+            )
     ingest = [r["batch_duration_ms"] for r in history if r["query"] == "ingest"]
     shutil.rmtree(tmp, ignore_errors=True)
     return {
@@ -122,8 +131,12 @@ def latency(spark, day_file: Path, rate: int, seconds: int) -> dict:
         "input_rate_lines_per_s": rate,
         "trigger": "2 seconds",
         "batch_ms": {
-            q: {"n": len(v), "median": statistics.median(v), "p95": sorted(v)[int(0.95 * (len(v) - 1))],
-                "max": max(v)}
+            q: {
+                "n": len(v),
+                "median": statistics.median(v),
+                "p95": sorted(v)[int(0.95 * (len(v) - 1))],
+                "max": max(v),
+            }
             for q, v in by_query.items()
         },
     }
@@ -145,7 +158,8 @@ def main() -> None:
     spark = get_spark(SparkSettings(ui_enabled=False))
     result = {
         "input": f"NASA 1995-07-09 replicated over {len(files)} days (bench/build_july.py)",
-        "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}, "
+        f"Python {platform.python_version()}",
         "throughput": throughput(spark, files, args.files_per_trigger),
     }
     if not args.skip_latency:

@@ -7,7 +7,11 @@ import logstream.parsing
 
 def test_top_level_names():
     assert sorted(logstream.__all__) == [
-        "ConfigError", "InputPathError", "LogFormatError", "LogstreamError", "__version__",
+        "ConfigError",
+        "InputPathError",
+        "LogFormatError",
+        "LogstreamError",
+        "__version__",
     ]
 
 

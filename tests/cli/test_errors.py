@@ -40,3 +40,9 @@ def test_version_and_help(capsys):
     assert main(["batch", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--format" in out and "LogFormat" in out
+
+
+def test_file_uris_from_source_file_are_accepted(nasa_day):
+    from logstream.sources import expand_inputs
+
+    assert expand_inputs([f"file:{nasa_day}", nasa_day.as_uri()]) == [str(nasa_day)] * 2

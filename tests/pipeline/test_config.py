@@ -41,7 +41,11 @@ def test_bad_options_are_rejected(values, message):
 def test_defaults_are_the_books_query():
     cfg = PipelineConfig.build(input_dir=Path("in"))
     assert (cfg.trending_window, cfg.trending_slide, cfg.traffic_window, cfg.watermark) == (
-        "300 seconds", "60 seconds", "60 seconds", "600 seconds")
+        "300 seconds",
+        "60 seconds",
+        "60 seconds",
+        "600 seconds",
+    )
     assert cfg.trigger == "5 seconds" and cfg.watermark_seconds == 600
     cfg = PipelineConfig.build(input_dir=Path("in"), trigger="available_now")
     assert cfg.trigger == "available-now"

@@ -16,8 +16,20 @@ def batch(batch_id: int, requests: int = 3) -> IngestBatchWrite:
         late_events=1,
         quarantined=2,
         max_event_time_ms=1000 * batch_id,
-        traffic=[("1995-07-09T04:00:00Z", "1995-07-09T04:01:00Z", requests, 10 * requests,
-                  0, requests, 0, 0, 0, 0)],
+        traffic=[
+            (
+                "1995-07-09T04:00:00Z",
+                "1995-07-09T04:01:00Z",
+                requests,
+                10 * requests,
+                0,
+                requests,
+                0,
+                0,
+                0,
+                0,
+            )
+        ],
         pages=[("1995-07-09T04:00:00Z", "1995-07-09T04:05:00Z", "/a.html", requests)],
         visitors=[("1995-07-09T04:00:00Z", "1995-07-09T04:01:00Z", 2, b"sketch")],
         late_examples=[(batch_id, "t", "w", "h", "/x", "f")],

@@ -8,6 +8,11 @@ import typer
 from typer.exceptions import TyperException
 
 from logstream.cli import batch as _batch  # noqa: F401  (registers the command)
+from logstream.cli import dashboard as _dashboard  # noqa: F401
+from logstream.cli import data as _data  # noqa: F401
+from logstream.cli import generate as _generate  # noqa: F401
+from logstream.cli import replay as _replay  # noqa: F401
+from logstream.cli import run as _run  # noqa: F401
 from logstream.cli.app import app, err_console
 from logstream.errors import LogstreamError
 
@@ -21,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     without a traceback and exits 2; usage errors exit 2 as click reports them.
     """
     try:
-        app(args=argv, standalone_mode=False)
+        result = app(args=argv, standalone_mode=False)
     except LogstreamError as exc:
         err_console.print(f"[bold red]error:[/bold red] {exc}")
         return 2
@@ -37,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         else:  # pragma: no cover
             err_console.print(exc.format_message())
         return exc.exit_code
-    return 0
+    # typer returns (rather than raises) the status of an interrupted command: 130 for Ctrl-C
+    return result if isinstance(result, int) else 0
 
 
 def entry_point() -> None:  # pragma: no cover - console script

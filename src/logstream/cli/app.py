@@ -9,7 +9,7 @@ from rich.console import Console
 
 from logstream import __version__
 
-__all__ = ["FormatOption", "MasterOption", "app", "err_console"]
+__all__ = ["FormatOption", "MasterOption", "app", "err_console", "given_on_command_line"]
 
 app = typer.Typer(
     name="logstream",
@@ -53,3 +53,9 @@ def _root(
     ] = False,
 ) -> None:
     """Event-time web-log analytics on Apache Spark."""
+
+
+def given_on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` was given on the command line (not a default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")

@@ -1,34 +1,81 @@
-"""``logstream run``: the streaming job."""
+"""``logstream run``: the streaming job, or with no source the live demo."""
 
 from __future__ import annotations
 
 import signal
+import threading
+import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from logstream.cli.app import FormatOption, MasterOption, app
+from logstream.cli.app import FormatOption, MasterOption, app, given_on_command_line
 from logstream.config import SparkSettings
+from logstream.errors import ConfigError
 
-_console = Console(stderr=True, soft_wrap=True)
+__all__ = ["load_config_file", "run"]
+
+_console = Console(stderr=True, soft_wrap=True, highlight=False)
+
+_PATH_PARAMS = {"input_dir", "output_dir", "state_dir", "demo_out", "config"}
 
 
-def _progress_printer(pipeline_ref: list[Any]) -> Any:
+def load_config_file(path: Path, ctx: typer.Context) -> dict[str, Any]:
+    """Read the ``[run]`` table of a TOML file, keyed by parameter name.
+
+    Keys are the long option names without dashes (``input_dir``, ``format``,
+    ``watermark``, ``dashboard``, ``replay`` …).
+
+    Raises
+    ------
+    ConfigError
+        When the file is missing, is not TOML, has no ``[run]`` table, or names an unknown
+        option.
+    """
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
+    run_table = table.get("run")
+    if not isinstance(run_table, dict):
+        raise ConfigError(f"config file {str(path)!r} needs a [run] table")
+    by_option: dict[str, str] = {}
+    for param in ctx.command.params:
+        for opt in param.opts:
+            if opt.startswith("--"):
+                by_option[opt[2:].replace("-", "_")] = param.name or ""
+    values = {}
+    for key, value in run_table.items():
+        name = by_option.get(key)
+        if name is None or name == "config":
+            raise ConfigError(
+                f"config file {str(path)!r}: unknown option {key!r} in [run]; "
+                f"known: {', '.join(sorted(k for k in by_option if k != 'config'))}"
+            )
+        if name in _PATH_PARAMS and isinstance(value, str):
+            value = Path(value)
+        if name == "replay":
+            value = [Path(v) for v in (value if isinstance(value, list) else [value])]
+        values[name] = value
+    return values
+
+
+def _progress_printer(ref: list[Any]) -> Any:
     def show(row: dict[str, Any]) -> None:
-        if not pipeline_ref:
+        if not ref or (not row.get("num_input_rows") and row["query"] != "ingest"):
             return
-        totals = pipeline_ref[0].totals
-        rate = row.get("processed_rows_per_s")
+        totals = ref[0].totals
         _console.print(
             f"[bold]{row['query']}[/bold] batch {row['batch_id']}: "
-            f"{row['num_input_rows']:,} rows, "
-            f"in {row.get('input_rows_per_s') or 0:,.0f}/s, "
-            f"processed {rate or 0:,.0f}/s, {row['batch_duration_ms']:,} ms; "
-            f"watermark {row.get('watermark') or '-'}; state rows {row.get('state_rows') or 0:,}; "
-            f"late {totals.late_events:,}; quarantined {totals.quarantined:,}",
-            highlight=False,
+            f"{row['num_input_rows']:,} rows, in {row.get('input_rows_per_s') or 0:,.0f}/s, "
+            f"processed {row.get('processed_rows_per_s') or 0:,.0f}/s, "
+            f"{row['batch_duration_ms']:,} ms; watermark {row.get('watermark') or '-'}; "
+            f"state rows {row.get('state_rows') or 0:,}; events {totals.events:,}, "
+            f"late {totals.late_events:,}, quarantined {totals.quarantined:,}"
         )
 
     return show
@@ -36,19 +83,28 @@ def _progress_printer(pipeline_ref: list[Any]) -> Any:
 
 @app.command()
 def run(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="TOML file with a \\[run] table of these options "
+            "(keys: the option names without dashes); flags given here win.",
+        ),
+    ] = None,
     input_dir: Annotated[
         Path | None,
         typer.Option(
             "--input-dir",
-            help="Watch this directory for log files (plain or .gz, "
-            "placed atomically). The default source.",
+            help="Watch this directory for log files (plain or .gz, placed atomically).",
         ),
     ] = None,
     socket: Annotated[
         str | None,
         typer.Option(
             "--socket",
-            help="Read lines from a TCP server HOST:PORT (e.g. `logstream replay --tcp`).",
+            help="Read lines from a TCP server HOST:PORT "
+            "(e.g. `logstream replay --tcp`); needs --format.",
         ),
     ] = None,
     kafka_bootstrap: Annotated[
@@ -87,8 +143,12 @@ def run(
     ] = "1 minute",
     top: Annotated[int, typer.Option("--top", help="Trending pages per window.")] = 10,
     store_retention: Annotated[
-        str, typer.Option("--store-retention", help="Event-time span of trending windows "
-                          "kept in the serving store (Parquet keeps all).")
+        str,
+        typer.Option(
+            "--store-retention",
+            help="Event-time span of trending windows "
+            "kept in the serving store (Parquet keeps all).",
+        ),
     ] = "2 hours",
     trigger: Annotated[
         str,
@@ -109,55 +169,145 @@ def run(
             "(print trending pages per micro-batch, as in the book).",
         ),
     ] = "parquet",
+    dashboard: Annotated[
+        bool | None,
+        typer.Option(
+            "--dashboard/--no-dashboard",
+            help="Serve the live dashboard beside the "
+            "pipeline [default: on for the demo, off otherwise].",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Dashboard address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Dashboard port.")] = 8050,
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            "--duration",
+            help="Stop after this long (e.g. '90s', '5 minutes'); default: until Ctrl-C.",
+        ),
+    ] = None,
+    replay: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--replay", help="Demo: replay this log (repeatable) instead of finding the NASA day."
+        ),
+    ] = None,
+    speedup: Annotated[
+        float, typer.Option("--speedup", help="Demo: event seconds replayed per second.")
+    ] = 600.0,
+    demo_out: Annotated[
+        Path,
+        typer.Option("--demo-out", help="Demo: where everything is written (emptied at start)."),
+    ] = Path("out/demo"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
     master: MasterOption = None,
 ) -> None:
     """Run the streaming pipeline: event-time windows, watermark, late-data channel,
     exactly-once Parquet outputs and a SQLite serving store.
 
+    With no source, run the demo: real NASA logs replayed live onto the dashboard.
+
     Example: logstream run --input-dir landing/ --trigger available-now
     """
-    from logstream.pipeline import Pipeline, PipelineConfig
-    from logstream.session import get_spark
-
-    source = "socket" if socket else "kafka" if kafka_bootstrap or kafka_topic else "dir"
-    cfg = PipelineConfig.build(
-        source=source,
-        input_dir=input_dir,
-        socket=socket,
-        kafka_bootstrap=kafka_bootstrap,
-        kafka_topic=kafka_topic,
-        log_format=log_format,
-        output_dir=output_dir,
-        state_dir=state_dir,
-        store=store,
-        watermark=watermark,
-        traffic_window=window,
-        trending_window=trending_window,
-        trending_slide=trending_slide,
-        top=top,
-        trigger=trigger,
-        max_files_per_trigger=max_files_per_trigger,
-        sink=sink,
-    )
     from pyspark.sql import SparkSession
 
-    settings = SparkSettings.build(master=master)
+    from logstream.pipeline import Pipeline, PipelineConfig, interval_seconds
+    from logstream.session import get_spark
+
+    values = dict(locals())
+    if config is not None:
+        for name, value in load_config_file(config, ctx).items():
+            if not given_on_command_line(ctx, name):
+                values[name] = value
+    v = values
+    demo = not (v["input_dir"] or v["socket"] or v["kafka_bootstrap"] or v["kafka_topic"])
+    duration_s = None
+    if v["duration"]:
+        try:
+            duration_s = interval_seconds(str(v["duration"]))
+        except ValueError as exc:
+            raise ConfigError(f"--duration: {exc}") from exc
+    with_dashboard = demo if v["dashboard"] is None else v["dashboard"]
+
+    settings = SparkSettings.build(master=v["master"])
     owns_session = SparkSession.getActiveSession() is None
-    spark = get_spark(settings)
     ref: list[Any] = []
-    pipeline = Pipeline(spark, cfg, on_progress=None if quiet else _progress_printer(ref))
-    ref.append(pipeline)
+    printer = None if v["quiet"] else _progress_printer(ref)
+    stop = threading.Event()
 
     def handle(signum: int, _frame: Any) -> None:
         _console.print(f"received {signal.Signals(signum).name}: stopping the queries")
-        pipeline.request_stop()
+        stop.set()
+        if ref:
+            ref[0].request_stop()
 
+    spark = get_spark(settings)
+    # after the session: PySpark's SparkContext installs a SIGINT handler that cancels every
+    # job mid-batch; ours lets the running micro-batches finish instead
     previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        pipeline.run()
+        if demo:
+            from logstream.demo import DemoSettings, run_demo
+
+            demo_settings = DemoSettings(
+                logs=list(v["replay"] or []),
+                speedup=v["speedup"],
+                duration_s=duration_s,
+                out_dir=v["demo_out"],
+                dashboard=with_dashboard,
+                host=v["host"],
+                port=v["port"],
+            )
+            pipeline = run_demo(spark, demo_settings, _console, printer, stop, ref.append)
+            outputs = f"outputs in {v['demo_out']}"
+        else:
+            source = "socket" if v["socket"] else "kafka" if v["kafka_bootstrap"] else "dir"
+            cfg = PipelineConfig.build(
+                source=source,
+                input_dir=v["input_dir"],
+                socket=v["socket"],
+                kafka_bootstrap=v["kafka_bootstrap"],
+                kafka_topic=v["kafka_topic"],
+                log_format=v["log_format"],
+                output_dir=v["output_dir"],
+                state_dir=v["state_dir"],
+                store=v["store"],
+                watermark=v["watermark"],
+                traffic_window=v["window"],
+                trending_window=v["trending_window"],
+                trending_slide=v["trending_slide"],
+                top=v["top"],
+                store_retention=v["store_retention"],
+                trigger=v["trigger"],
+                max_files_per_trigger=v["max_files_per_trigger"],
+                sink=v["sink"],
+            )
+            pipeline = Pipeline(spark, cfg, on_progress=printer)
+            ref.append(pipeline)
+            server = None
+            if with_dashboard:
+                from logstream.dashboard.app import start_dashboard_thread
+
+                server = start_dashboard_thread(
+                    cfg.store_path,
+                    v["host"],
+                    v["port"],
+                    top=cfg.top,
+                    spark_ui_url=spark.sparkContext.uiWebUrl,
+                )
+                _console.print(f"dashboard: {server.url}")
+            if duration_s is not None:
+                timer = threading.Timer(duration_s, pipeline.request_stop)
+                timer.daemon = True
+                timer.start()
+            try:
+                pipeline.run()
+            finally:
+                pipeline.stop()
+                if server is not None:
+                    server.stop()
+            outputs = f"outputs in {cfg.output_dir}, store {cfg.store}"
     finally:
-        pipeline.stop()
         for s, h in previous.items():
             signal.signal(s, h)
         if owns_session:  # drain Spark's listener bus before Python goes away
@@ -165,6 +315,5 @@ def run(
     t = pipeline.totals
     _console.print(
         f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
-        f"quarantined in {t.batches} micro-batches; outputs in {cfg.output_dir}, store {cfg.store}",
-        highlight=False,
+        f"quarantined in {t.batches} micro-batches; {outputs}"
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,11 +249,20 @@ class Pipeline:
         """Ask :meth:`run` to return (safe from a signal handler)."""
         self.stop_requested.set()
 
-    def stop(self) -> None:
-        """Stop every query (the current micro-batch finishes or is rolled back), then flush
-        the progress rows."""
+    def stop(self, grace_s: float = 15.0) -> None:
+        """Stop every query between micro-batches, then flush the progress rows.
+
+        Each query gets up to ``grace_s`` seconds to finish the micro-batch it is running;
+        one still running then is interrupted (its batch is rolled back and replayed on
+        restart, which the checkpoint and the ledger make safe).
+        """
         self.stop_requested.set()
+        deadline = time.monotonic() + grace_s
         for query in self.queries:
+            while query.isActive and query.status.get("isTriggerActive"):
+                if time.monotonic() > deadline:
+                    break
+                query.awaitTermination(0.1)
             if query.isActive:
                 query.stop()
         self.listener.flush()

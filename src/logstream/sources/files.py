@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import functions as F
 
@@ -28,7 +29,14 @@ _GLOB_CHARS = set("*?[{")
 
 
 def _is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
+    return "://" in path and not path.startswith("file:")
+
+
+def _local(path: str) -> str:
+    """``file:/x``, ``file:///x`` (Spark's ``source_file`` URIs) → ``/x``; others unchanged."""
+    if path.startswith("file:"):
+        return unquote(urlparse(path).path)
+    return path
 
 
 def expand_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -37,8 +45,9 @@ def expand_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
     Parameters
     ----------
     paths : sequence of str or path-like
-        Files, directories (read recursively) or glob patterns. URIs with a scheme other than
-        ``file://`` (``hdfs://``, ``s3a://``) are passed through unchecked.
+        Files, directories (read recursively) or glob patterns; ``file:`` URIs (as in the
+        ``source_file`` column) are local paths. URIs with another scheme (``hdfs://``,
+        ``s3a://``) are passed through unchecked.
 
     Returns
     -------
@@ -59,7 +68,7 @@ def expand_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
         if _is_remote(path):
             checked.append(path)
             continue
-        local = path.removeprefix("file://")
+        local = _local(path)
         if _GLOB_CHARS & set(local):
             if not glob.glob(local, recursive=True):
                 raise InputPathError(

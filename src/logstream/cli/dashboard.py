@@ -1,0 +1,76 @@
+"""``logstream dashboard``: the live web page over the serving store (no Spark here)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from logstream.cli.app import app, err_console
+from logstream.errors import ConfigError
+
+
+@app.command()
+def dashboard(
+    store: Annotated[
+        str,
+        typer.Option("--store", help="Serving store URL written by `logstream run --store`."),
+    ] = "sqlite:///out/logstream.db",
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to listen on. The default accepts only this machine; another "
+            "address (0.0.0.0) exposes the page, which has no login, and prints a warning.",
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port (0 = any free port).")] = 8050,
+    refresh: Annotated[
+        float,
+        typer.Option("--refresh", help="Seconds between refreshes of the page (0.5–60)."),
+    ] = 2.0,
+    top: Annotated[
+        int | None,
+        typer.Option(
+            "--top", help="Trending pages listed. Default: the pipeline's --top (in the store)."
+        ),
+    ] = None,
+    spark_ui: Annotated[
+        str | None,
+        typer.Option(
+            "--spark-ui",
+            help="URL of Spark's UI linked from the page. Default: port 4040 on the host the "
+            "browser used to reach the dashboard.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the live dashboard: trending pages, traffic, visitors, late and quarantined lines,
+    pipeline health. Reads only the serving store (read-only); refreshes itself.
+
+    Example: logstream dashboard --store sqlite:///out/logstream.db --port 8050
+    """
+    from logstream.dashboard import serve_dashboard, store_path_from_url
+
+    path = store_path_from_url(store)
+    if not 0.5 <= refresh <= 60:
+        raise ConfigError(f"--refresh {refresh:g} is out of range: use 0.5–60 seconds (e.g. 2)")
+    if top is not None and not 1 <= top <= 1000:
+        raise ConfigError(f"--top {top} is out of range: use 1–1000 (e.g. 10)")
+
+    def ready(url: str) -> None:
+        waiting = "" if path.exists() else " (it does not exist yet: the page waits for it)"
+        err_console.print(
+            f"dashboard on [bold]{url}[/bold] reading {path}{waiting}; Ctrl-C to stop",
+            highlight=False,
+        )
+
+    serve_dashboard(
+        path,
+        host,
+        port,
+        refresh_s=refresh,
+        top=top,
+        spark_ui_url=spark_ui,
+        on_ready=ready,
+    )
+    err_console.print("dashboard stopped")

@@ -1,0 +1,432 @@
+"""The Dash application and the ways to serve it: blocking, or in a background thread.
+
+The web process reads only the serving store, over read-only connections
+(:func:`logstream.dashboard.data.read_snapshot`); it never imports Spark. Every asset is
+served by the process itself (``serve_locally=True``, no external script or style sheet, the
+style sheet is inlined), so the page works without internet access.
+
+The server is Werkzeug's threaded WSGI server (what ``Dash.run`` uses), started with
+:func:`werkzeug.serving.make_server` so it can be stopped: :func:`serve_dashboard` blocks
+until Ctrl-C, :func:`start_dashboard_thread` returns a :class:`DashboardServer` whose
+:meth:`~DashboardServer.stop` shuts it down (what ``logstream run --dashboard`` needs).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import dash
+from dash import Dash, Input, Output, State, html
+from werkzeug.serving import (
+    BaseWSGIServer,
+    WSGIRequestHandler,
+    get_sockaddr,
+    make_server,
+    select_address_family,
+)
+
+from logstream.dashboard.data import Filters, Snapshot, read_snapshot
+from logstream.dashboard.figures import (
+    bytes_figure,
+    errors_figure,
+    health_figure,
+    requests_figure,
+    visitors_figure,
+)
+from logstream.dashboard.layout import (
+    INDEX_HTML,
+    banner,
+    build_layout,
+    examples_tables,
+    health_table,
+    kpi_cards,
+    trending_panel,
+)
+from logstream.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "DashboardServer",
+    "create_app",
+    "is_loopback",
+    "refresh_outputs",
+    "render",
+    "safe_refresh",
+    "serve_dashboard",
+    "start_dashboard_thread",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8050
+#: Spark UI port on the pipeline's host (Spark's default ``spark.ui.port``).
+SPARK_UI_PORT = 4040
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine.
+
+    Examples
+    --------
+    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
+    (True, True, False)
+    """
+    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _spark_ui_for_request() -> str:
+    """``http://<host the browser used>:4040``: Spark's UI beside the dashboard."""
+    import flask
+
+    host = "127.0.0.1"
+    if flask.has_request_context():
+        name = urlsplit("//" + flask.request.host).hostname
+        if name:
+            host = f"[{name}]" if ":" in name else name
+    return f"http://{host}:{SPARK_UI_PORT}"
+
+
+# -- the app ---------------------------------------------------------------------------------
+
+_OUTPUTS = (
+    ("banner", "children"),
+    ("banner", "className"),
+    ("updated", "children"),
+    ("seen", "data"),
+    ("kpis", "children"),
+    ("trending", "children"),
+    ("graph-requests", "figure"),
+    ("graph-bytes", "figure"),
+    ("graph-errors", "figure"),
+    ("graph-visitors", "figure"),
+    ("graph-health", "figure"),
+    ("late", "children"),
+    ("quarantine", "children"),
+    ("health", "children"),
+)
+#: Outputs kept as they are when the store has no new data and the controls did not change.
+_DATA_OUTPUTS = 10
+
+
+def refresh_outputs(
+    store_path: Path | str,
+    time_range: str | None,
+    url_prefix: str | None,
+    status_classes: list[str] | None,
+    seen: Any = None,
+    *,
+    top: int | None = None,
+) -> tuple[Any, ...]:
+    """Everything one refresh sends to the page (the body of the Dash callback).
+
+    Parameters
+    ----------
+    store_path : Path or str
+        The serving store.
+    time_range, url_prefix, status_classes
+        Values of the controls (see :meth:`Filters.build`).
+    seen : object, optional
+        What the previous refresh returned as its ``seen`` output; when the store's version
+        and the controls are unchanged the charts and tables are left as they are
+        (``dash.no_update``).
+    top : int, optional
+        Trending pages listed (default: the pipeline's ``--top`` recorded in the store).
+
+    Returns
+    -------
+    tuple
+        One value per element of ``_OUTPUTS``: banner children and class, update time,
+        ``seen`` key, KPI cards, trending panel, five figures, late / quarantine / health panels.
+    """
+    filters = Filters.build(time_range, url_prefix, status_classes)
+    snap = read_snapshot(store_path, filters, top=top)
+    key = [snap.state, repr(snap.version), filters.time_range, filters.url_prefix]
+    key.append(",".join(filters.status_classes))
+    children, cls = banner(snap)
+    head = (children, cls, snap.read_at, key)
+    if seen == key and snap.state == "ok":
+        return head + (dash.no_update,) * _DATA_OUTPUTS
+    return head + render(snap)
+
+
+def safe_refresh(
+    store_path: Path | str,
+    time_range: str | None,
+    url_prefix: str | None,
+    status_classes: list[str] | None,
+    seen: Any = None,
+    *,
+    top: int | None = None,
+) -> tuple[Any, ...]:
+    """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
+    page never shows a stack trace; the log has it) and the panels keep their content."""
+    try:
+        return refresh_outputs(store_path, time_range, url_prefix, status_classes, seen, top=top)
+    except Exception as exc:
+        log.exception("dashboard refresh failed")
+        message = html.P(
+            f"Could not refresh ({type(exc).__name__}: {exc}); retrying at the next refresh."
+        )
+        return ([message], "banner unreadable", "–", None) + (dash.no_update,) * _DATA_OUTPUTS
+
+
+def render(snap: Snapshot) -> tuple[Any, ...]:
+    """KPI cards, trending panel, figures and tables of a snapshot (``_OUTPUTS[4:]``)."""
+    late, bad = examples_tables(snap)
+    return (
+        kpi_cards(snap),
+        trending_panel(snap),
+        requests_figure(snap),
+        bytes_figure(snap),
+        errors_figure(snap),
+        visitors_figure(snap),
+        health_figure(snap),
+        late,
+        bad,
+        health_table(snap),
+    )
+
+
+def create_app(
+    store_path: Path | str,
+    *,
+    refresh_s: float = 2.0,
+    top: int | None = None,
+    spark_ui_url: str | None = None,
+) -> Dash:
+    """Build the Dash app reading ``store_path``.
+
+    Parameters
+    ----------
+    store_path : Path or str
+        The SQLite serving store (it may not exist yet: the page waits for it).
+    refresh_s : float
+        Seconds between refreshes of the page (1–2 s is the intended range).
+    top : int, optional
+        Trending pages listed (default: the pipeline's ``--top`` recorded in the store).
+    spark_ui_url : str, optional
+        Link to Spark's UI; default ``http://<host of the page>:4040``.
+    """
+    store_path = Path(store_path)
+    app = Dash(
+        __name__,
+        serve_locally=True,
+        external_scripts=[],
+        external_stylesheets=[],
+        include_assets_files=False,
+        title="logstream — live",
+        update_title=None,
+        index_string=INDEX_HTML,
+    )
+    refresh_ms = max(250, int(refresh_s * 1000))
+
+    def layout() -> Any:
+        return build_layout(refresh_ms, spark_ui_url or _spark_ui_for_request(), str(store_path))
+
+    app.layout = layout
+
+    @app.callback(
+        [Output(i, p) for i, p in _OUTPUTS],
+        Input("tick", "n_intervals"),
+        Input("range", "value"),
+        Input("url-prefix", "value"),
+        Input("status-filter", "value"),
+        State("seen", "data"),
+    )
+    def refresh(
+        _n: int, time_range: str, url_prefix: str, classes: list[str], seen: Any
+    ) -> tuple[Any, ...]:
+        return safe_refresh(store_path, time_range, url_prefix, classes, seen, top=top)
+
+    return app
+
+
+# -- serving ---------------------------------------------------------------------------------
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access-log line per request (the page polls every second or two)."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Log only server errors."""
+        if str(code).startswith("5"):
+            super().log_request(code, size)
+
+
+@dataclass
+class DashboardServer:
+    """A dashboard served from a background thread; :meth:`stop` shuts it down.
+
+    Attributes
+    ----------
+    host : str
+        Bound address.
+    port : int
+        Bound port (the real one when 0 was asked).
+    url : str
+        ``http://host:port/``.
+    """
+
+    server: BaseWSGIServer
+    thread: threading.Thread
+    host: str
+    port: int
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def url(self) -> str:
+        """Address of the page."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving and release the port (idempotent)."""
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        self.server.shutdown()
+        self.thread.join(timeout)
+        self.server.server_close()
+
+    def __enter__(self) -> DashboardServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _bind(app: Dash, host: str, port: int) -> BaseWSGIServer:
+    """Bind the listening socket ourselves (Werkzeug would print and ``sys.exit``)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(
+            f"port {port} is not a TCP port: use 1–65535 (e.g. --port 8050), or 0 for any free port"
+        )
+    try:
+        family = select_address_family(host, port)
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(get_sockaddr(host, port, family))
+            sock.listen(128)
+            return make_server(
+                host,
+                port,
+                app.server,
+                threaded=True,
+                request_handler=_QuietHandler,
+                fd=sock.fileno(),  # the server keeps a duplicate of this socket
+            )
+        finally:
+            sock.close()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick another --port "
+            "(e.g. --port 8051) or --host"
+        ) from exc
+
+
+def _warn_if_exposed(host: str) -> str | None:
+    if is_loopback(host):
+        return None
+    message = (
+        f"warning: the dashboard listens on {host}, reachable from other machines; it has no "
+        "authentication. Use --host 127.0.0.1 unless that is what you want."
+    )
+    print(message, file=sys.stderr)
+    return message
+
+
+def start_dashboard_thread(
+    store_path: Path | str,
+    host: str = DEFAULT_HOST,
+    port: int = 0,
+    *,
+    refresh_s: float = 2.0,
+    top: int | None = None,
+    spark_ui_url: str | None = None,
+) -> DashboardServer:
+    """Serve the dashboard from a daemon thread and return at once.
+
+    Parameters
+    ----------
+    store_path : Path or str
+        The serving store.
+    host : str
+        Address to bind; a non-loopback address prints a warning.
+    port : int
+        Port; 0 picks a free one (see :attr:`DashboardServer.port`).
+    refresh_s, top, spark_ui_url
+        As :func:`create_app`.
+
+    Returns
+    -------
+    DashboardServer
+        Call :meth:`DashboardServer.stop` (or use it as a context manager) to stop it.
+
+    Raises
+    ------
+    ConfigError
+        When the port is out of range or the address cannot be bound.
+    """
+    app = create_app(store_path, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url)
+    server = _bind(app, host, port)
+    _warn_if_exposed(host)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="logstream-dashboard"
+    )
+    thread.daemon = True
+    thread.start()
+    return DashboardServer(server=server, thread=thread, host=host, port=server.port)
+
+
+def serve_dashboard(
+    store_path: Path | str,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    *,
+    refresh_s: float = 2.0,
+    top: int | None = None,
+    spark_ui_url: str | None = None,
+    on_ready: Any = None,
+) -> None:
+    """Serve the dashboard in this thread until Ctrl-C (``logstream dashboard``).
+
+    Parameters
+    ----------
+    store_path, host, port, refresh_s, top, spark_ui_url
+        As :func:`start_dashboard_thread` (default port 8050).
+    on_ready : callable, optional
+        Called with the page's URL once the port is bound.
+
+    Raises
+    ------
+    ConfigError
+        When the port is out of range or the address cannot be bound.
+    """
+    app = create_app(store_path, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url)
+    server = _bind(app, host, port)
+    _warn_if_exposed(host)
+    bound = f"[{host}]" if ":" in host else host
+    if on_ready is not None:
+        on_ready(f"http://{bound}:{server.port}/")
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

@@ -1,0 +1,710 @@
+"""What the dashboard shows, read from the serving store in one read-only snapshot.
+
+Every refresh opens a new read-only connection (:class:`~logstream.serving.ServingStore` with
+``read_only=True``), starts one read transaction, runs the queries below and closes it. All
+numbers of one refresh therefore come from the same committed state of the store (WAL mode:
+the pipeline keeps writing meanwhile), and a store that is replaced or created between two
+refreshes is picked up by the next one. Nothing here imports Spark.
+
+The store's state decides what the page says (:attr:`Snapshot.state`):
+
+``missing``     the file does not exist yet ("waiting for data…");
+``waiting``     the file exists but holds no table or no committed micro-batch yet;
+``unreadable``  SQLite cannot read it (not a database, locked for too long …);
+``ok``          data to show; :attr:`Snapshot.stale` is set when no micro-batch was committed
+                for a while (the pipeline is stopped or idle: an older run's data), and
+                :attr:`Snapshot.notes` names the parts an older store does not have.
+
+Times
+-----
+Window bounds are ISO 8601 UTC text as in the store (``1995-07-09T04:00:00Z``). The time
+range (``15m`` … ``7d``, ``all``) is counted back from the **newest event time**, not from the
+wall clock, so a replay of old logs is shown like live traffic. The watermark is
+``max_event_time_ms - watermark_delay_ms`` (``pipeline_state``); a window is *complete* when
+``window_end <= watermark``.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from logstream.errors import ConfigError
+from logstream.serving import ServingStore
+
+__all__ = [
+    "DEFAULT_RANGE",
+    "STATUS_CLASSES",
+    "TIME_RANGES",
+    "Filters",
+    "Health",
+    "Snapshot",
+    "Traffic",
+    "Trending",
+    "TrendingPage",
+    "Visitors",
+    "epoch_s",
+    "iso",
+    "read_snapshot",
+    "store_path_from_url",
+]
+
+#: Status classes, in stacking order (the columns ``status_1xx`` … ``status_5xx``).
+STATUS_CLASSES: tuple[str, ...] = ("1xx", "2xx", "3xx", "4xx", "5xx")
+
+#: Time ranges offered by the selector: key → (label, seconds back from the newest event;
+#: None = everything in the store).
+TIME_RANGES: dict[str, tuple[str, int | None]] = {
+    "15m": ("15 min", 15 * 60),
+    "1h": ("1 h", 3600),
+    "3h": ("3 h", 3 * 3600),
+    "6h": ("6 h", 6 * 3600),
+    "24h": ("24 h", 24 * 3600),
+    "7d": ("7 days", 7 * 86400),
+    "all": ("all", None),
+}
+DEFAULT_RANGE = "6h"
+
+#: Most points per time series sent to the browser; longer ranges are bucketed.
+MAX_POINTS = 1500
+#: Bucket widths tried, in minutes (the first one with at most MAX_POINTS buckets wins).
+_BUCKET_MINUTES = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)
+#: Trending pages listed when neither the caller nor the store says.
+DEFAULT_TOP = 10
+#: Trending windows drawn in each page's sparkline.
+TREND_WINDOWS = 30
+#: Batches of the pipeline-health chart.
+HEALTH_BATCHES = 120
+#: Latest late events / quarantined lines listed.
+EXAMPLES_SHOWN = 10
+#: A store whose last micro-batch is older than this (seconds, wall clock) is "stale".
+STALE_AFTER_S = 120.0
+#: Watermark delay assumed when the store does not record one (the pipeline's default).
+DEFAULT_WATERMARK_DELAY_MS = 600_000
+#: Name of the ingest query in ``progress`` (``logstream.pipeline.ingest.INGEST_QUERY``,
+#: not imported: that module imports Spark).
+INGEST_QUERY = "ingest"
+
+State = Literal["missing", "waiting", "unreadable", "ok"]
+T = TypeVar("T")
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+
+def store_path_from_url(url: str) -> Path:
+    """The file of a serving-store URL ``sqlite:///PATH``.
+
+    Raises
+    ------
+    ConfigError
+        When ``url`` is not a ``sqlite:///`` URL.
+
+    Examples
+    --------
+    >>> store_path_from_url("sqlite:///out/logstream.db")
+    PosixPath('out/logstream.db')
+    """
+    if not url.startswith("sqlite:///") or url == "sqlite:///":
+        raise ConfigError(
+            f"store {url!r} is not supported: use sqlite:///PATH "
+            "(e.g. --store sqlite:///out/logstream.db)"
+        )
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def iso(epoch_seconds: float) -> str:
+    """ISO 8601 UTC text of an instant, to the second (floor), as in the store.
+
+    Examples
+    --------
+    >>> iso(805262400)
+    '1995-07-09T04:00:00Z'
+    """
+    return datetime.fromtimestamp(math.floor(epoch_seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def epoch_s(text: str) -> float:
+    """Epoch seconds of ISO 8601 text (``Z`` or an offset; fractions kept).
+
+    Examples
+    --------
+    >>> epoch_s("1995-07-09T04:00:00Z")
+    805262400.0
+    """
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def _interval_s(text: str | None) -> float | None:
+    """Seconds of a Spark interval string as the pipeline stores it (``"60 seconds"``)."""
+    if not text:
+        return None
+    number, _, unit = text.strip().partition(" ")
+    try:
+        value = float(number)
+    except ValueError:
+        return None
+    scale = {"milliseconds": 0.001, "seconds": 1.0, "minutes": 60.0, "hours": 3600.0}
+    factor = scale.get(unit.strip().lower() or "seconds")
+    return None if factor is None or value <= 0 else value * factor
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+# -- what a refresh returns --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The page's controls.
+
+    Parameters
+    ----------
+    time_range : str
+        A key of :data:`TIME_RANGES`; an unknown key means :data:`DEFAULT_RANGE`.
+    url_prefix : str
+        Trending pages are restricted to URL paths starting with this text (case-sensitive);
+        empty = all pages.
+    status_classes : tuple of str
+        Status classes counted in the requests chart and the request totals.
+    """
+
+    time_range: str = DEFAULT_RANGE
+    url_prefix: str = ""
+    status_classes: tuple[str, ...] = STATUS_CLASSES
+
+    @classmethod
+    def build(
+        cls,
+        time_range: str | None = None,
+        url_prefix: str | None = None,
+        status_classes: list[str] | tuple[str, ...] | None = None,
+    ) -> Filters:
+        """Clean values from the browser: unknown range → default, prefix stripped, classes
+        kept in :data:`STATUS_CLASSES` order (None = all, an empty list = none)."""
+        rng = time_range if time_range in TIME_RANGES else DEFAULT_RANGE
+        chosen = STATUS_CLASSES if status_classes is None else tuple(status_classes)
+        return cls(
+            time_range=rng,  # type: ignore[arg-type]
+            url_prefix=(url_prefix or "").strip(),
+            status_classes=tuple(c for c in STATUS_CLASSES if c in chosen),
+        )
+
+
+@dataclass
+class Traffic:
+    """Traffic per time bucket in the selected range (lists of equal length, oldest first).
+
+    Rates are per minute: a bucket's count × 60 / ``bucket_s``. With 1-minute windows and
+    1-minute buckets a point is exactly one window's count.
+    """
+
+    window_s: float  #: traffic window of the store, seconds
+    bucket_s: int  #: width of a point, seconds (a multiple of minutes)
+    times: list[str] = field(default_factory=list)  #: bucket starts, ISO UTC
+    per_class: dict[str, list[float]] = field(default_factory=dict)  #: selected classes, /min
+    requests_per_min: list[float] = field(default_factory=list)  #: selected classes, /min
+    bytes_per_min: list[float] = field(default_factory=list)  #: all statuses, bytes/min
+    error_rate: list[float | None] = field(default_factory=list)  #: % of all requests ≥ 400
+    total_requests: int = 0  #: requests of the selected classes in the range
+    total_all: int = 0  #: requests of every class in the range
+    total_bytes: int = 0  #: bytes in the range (every class)
+    total_errors: int = 0  #: requests with status ≥ 400 in the range
+
+
+@dataclass
+class Visitors:
+    """Unique visitors per traffic window (HLL estimates), per bucket: mean and peak."""
+
+    bucket_s: int
+    times: list[str] = field(default_factory=list)
+    mean: list[float] = field(default_factory=list)
+    peak: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TrendingPage:
+    """One row of the trending table."""
+
+    rank: int
+    url_path: str
+    requests: int  #: in the shown window
+    previous: int  #: in the window one slide earlier (0 when absent)
+    trend: list[int]  #: requests in the last :data:`TREND_WINDOWS` windows, oldest first
+
+
+@dataclass
+class Trending:
+    """Top pages of the latest complete trending window (or the latest open one)."""
+
+    window_start: str
+    window_end: str
+    complete: bool  #: False: no window is complete yet, this one may still grow
+    pages: list[TrendingPage]
+    trend_ends: list[str]  #: window ends of the sparkline points, oldest first
+    window_s: float
+    slide_s: float
+    matching_pages: int  #: pages of the window matching the URL prefix
+
+
+@dataclass
+class Health:
+    """Pipeline health from the ``progress`` and ``ledger`` tables."""
+
+    last_batch_at: str | None = None  #: wall-clock commit time of the newest micro-batch
+    last_batch_id: int | None = None
+    input_rows_per_s: float | None = None  #: latest ingest batch, events/s
+    processed_rows_per_s: float | None = None  #: latest ingest batch, events/s
+    batch_duration_ms: int | None = None  #: latest ingest batch
+    num_input_rows: int | None = None
+    state_rows: int | None = None  #: state rows of every query's latest batch, summed
+    state_memory_bytes: int | None = None
+    spark_watermark: str | None = None  #: newest watermark Spark reports (window queries)
+    times: list[str] = field(default_factory=list)  #: ingest batches (wall clock), oldest first
+    input_rate: list[float | None] = field(default_factory=list)
+    processing_rate: list[float | None] = field(default_factory=list)
+    duration_ms: list[int | None] = field(default_factory=list)
+    queries: list[dict[str, Any]] = field(default_factory=list)  #: latest row per query
+
+
+@dataclass
+class Snapshot:
+    """Everything one refresh shows (see the module docstring for ``state``)."""
+
+    state: State
+    message: str
+    store_path: Path
+    filters: Filters
+    read_at: str = ""
+    stale: str | None = None
+    notes: list[str] = field(default_factory=list)
+    version: tuple[Any, ...] = ()  #: changes when the store has new data
+    top: int = 10  #: trending pages listed
+    newest_event: str | None = None
+    watermark: str | None = None
+    watermark_delay_s: float | None = None
+    range_start: str | None = None  #: None = everything
+    counters: dict[str, int] = field(default_factory=dict)
+    traffic: Traffic | None = None
+    visitors: Visitors | None = None
+    trending: Trending | None = None
+    health: Health | None = None
+    late_examples: list[dict[str, Any]] = field(default_factory=list)
+    quarantine_examples: list[dict[str, Any]] = field(default_factory=list)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def read_snapshot(
+    path: Path | str,
+    filters: Filters | None = None,
+    *,
+    top: int | None = None,
+    now: datetime | None = None,
+    stale_after_s: float = STALE_AFTER_S,
+) -> Snapshot:
+    """Read what the dashboard shows from the store at ``path``; never raises for a bad store.
+
+    Parameters
+    ----------
+    path : Path or str
+        The SQLite serving store (it may not exist yet).
+    filters : Filters, optional
+        Time range, URL prefix, status classes (default: :class:`Filters` defaults).
+    top : int, optional
+        Trending pages listed (default: the pipeline's ``--top`` recorded in the store, else
+        :data:`DEFAULT_TOP`).
+    now : datetime, optional
+        Wall clock for the staleness check (default: now, UTC).
+    stale_after_s : float
+        Seconds without a committed micro-batch after which :attr:`Snapshot.stale` is set.
+
+    Returns
+    -------
+    Snapshot
+        ``state`` tells whether there is data; every error of SQLite becomes a message.
+    """
+    path = Path(path)
+    filters = filters or Filters()
+    now = now or datetime.now(UTC)
+    base = {"store_path": path, "filters": filters, "read_at": now.strftime("%H:%M:%S UTC")}
+    if not path.exists():
+        return Snapshot(
+            state="missing",
+            message=f"Waiting for data… the store {path} does not exist yet. Start the "
+            f"pipeline with: logstream run --store sqlite:///{path}",
+            **base,
+        )
+    try:
+        store = ServingStore(path, read_only=True)
+        with store.connection() as conn:
+            conn.execute("PRAGMA busy_timeout = 2000")
+            conn.execute("BEGIN")  # one read transaction: a consistent snapshot
+            try:
+                return _read(conn, base, filters, top, now, stale_after_s)
+            finally:
+                conn.rollback()
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if "no such table" in text:
+            return Snapshot(
+                state="waiting",
+                message=f"Waiting for data… the store {path} has no tables yet (the pipeline "
+                f"is creating it).",
+                **base,
+            )
+        return Snapshot(
+            state="unreadable",
+            message=f"Cannot read the store {path} right now ({text}); retrying at the next "
+            "refresh.",
+            **base,
+        )
+    except sqlite3.DatabaseError as exc:
+        return Snapshot(
+            state="unreadable",
+            message=f"Cannot read {path}: {exc}. Is it a logstream serving store? Point "
+            "--store at the file given to logstream run --store.",
+            **base,
+        )
+
+
+def _read(
+    conn: sqlite3.Connection,
+    base: dict[str, Any],
+    filters: Filters,
+    top: int | None,
+    now: datetime,
+    stale_after_s: float,
+) -> Snapshot:
+    notes: list[str] = []
+    state = {r[0]: r[1] for r in conn.execute("SELECT key, value FROM pipeline_state")}
+    if top is None:
+        stored = state.get("top") or ""
+        top = int(stored) if stored.isdigit() and int(stored) > 0 else DEFAULT_TOP
+    counters = {"events": 0, "late_events": 0, "quarantined": 0}
+    counters.update({r[0]: int(r[1]) for r in conn.execute("SELECT name, value FROM counters")})
+    last = _section(
+        notes,
+        "ledger",
+        lambda: conn.execute(
+            "SELECT rowid, query, batch_id, committed_at FROM ledger ORDER BY rowid DESC LIMIT 1"
+        ).fetchone(),
+        None,
+    )
+    progress_seq = _section(
+        notes, "progress", lambda: conn.execute("SELECT MAX(seq) FROM progress").fetchone()[0], None
+    )
+    version = (
+        None if last is None else last[0],
+        None if last is None else last[3],
+        progress_seq,
+        tuple(sorted(counters.items())),
+    )
+    if last is None and not any(counters.values()):
+        return Snapshot(
+            state="waiting",
+            message="Waiting for data… the pipeline has created the store but has not "
+            "committed a micro-batch yet.",
+            counters=counters,
+            version=version,
+            **base,
+        )
+
+    newest_ms: float | None = None
+    if state.get("max_event_time_ms"):
+        newest_ms = float(state["max_event_time_ms"])
+    else:
+        row = conn.execute("SELECT MAX(window_end) FROM traffic_per_minute").fetchone()
+        if row[0]:
+            newest_ms = epoch_s(row[0]) * 1000
+            notes.append("The store does not record the newest event time: using the last window.")
+    if state.get("watermark_delay_ms"):
+        delay_ms = float(state["watermark_delay_ms"])
+    else:
+        delay_ms = DEFAULT_WATERMARK_DELAY_MS
+        notes.append(
+            "The store does not record the watermark delay (older run): assuming 10 minutes."
+        )
+
+    snap = Snapshot(
+        state="ok",
+        message="",
+        top=top,
+        counters=counters,
+        version=version,
+        notes=notes,
+        **base,
+    )
+    if last is not None:
+        age = now.timestamp() - epoch_s(last[3])
+        if age > stale_after_s:
+            snap.stale = (
+                f"No micro-batch committed for {_ago(age)} (last at {last[3][:19]}Z): the "
+                "pipeline is stopped or idle; showing the data it left."
+            )
+    if newest_ms is None:  # only quarantined lines so far
+        snap.message = "No event parsed yet: every line read so far is quarantined."
+        snap.late_examples, snap.quarantine_examples = _examples(conn, notes)
+        snap.health = _section(notes, "progress", lambda: _health(conn, last), None)
+        return snap
+
+    newest_s = newest_ms / 1000
+    watermark_s = (newest_ms - delay_ms) / 1000
+    span = TIME_RANGES[filters.time_range][1]
+    # window starts are whole seconds: start >= newest - span  <=>  start >= ceil(...)
+    range_start = None if span is None else math.ceil(newest_s - span)
+    snap.newest_event = iso(newest_s)
+    snap.watermark = iso(watermark_s)
+    snap.watermark_delay_s = delay_ms / 1000
+    snap.range_start = None if range_start is None else iso(range_start)
+
+    snap.traffic = _traffic(conn, state, filters, newest_s, range_start)
+    snap.visitors = _section(
+        notes,
+        "unique_visitors",
+        lambda: _visitors(conn, snap.range_start, snap.traffic.bucket_s if snap.traffic else 60),
+        None,
+    )
+    snap.trending = _section(
+        notes, "trending_pages", lambda: _trending(conn, state, filters, watermark_s, top), None
+    )
+    snap.health = _section(notes, "progress", lambda: _health(conn, last), None)
+    snap.late_examples, snap.quarantine_examples = _examples(conn, notes)
+    return snap
+
+
+def _section(notes: list[str], table: str, read: Callable[[], T], default: T) -> T:
+    """Run one part of the refresh; a table an older store lacks becomes a note."""
+    try:
+        return read()
+    except sqlite3.OperationalError as exc:
+        if "no such" not in str(exc):  # "no such table" / "no such column": older schema
+            raise
+        notes.append(
+            f"This store has no usable {table} table ({exc}): it was written by an older "
+            "logstream; that part of the page is left empty."
+        )
+        return default
+
+
+def _bucket_seconds(window_s: float, span_s: float) -> int:
+    for minutes in _BUCKET_MINUTES:
+        width = max(minutes * 60, math.ceil(window_s))
+        if span_s / width <= MAX_POINTS:
+            return width
+    return _BUCKET_MINUTES[-1] * 60
+
+
+def _traffic(
+    conn: sqlite3.Connection,
+    state: dict[str, str],
+    filters: Filters,
+    newest_s: float,
+    range_start: float | None,
+) -> Traffic:
+    window_s = _interval_s(state.get("traffic_window"))
+    if window_s is None:
+        row = conn.execute(
+            "SELECT window_start, window_end FROM traffic_per_minute ORDER BY window_start "
+            "DESC LIMIT 1"
+        ).fetchone()
+        window_s = epoch_s(row[1]) - epoch_s(row[0]) if row else 60.0
+    if range_start is None:
+        first = conn.execute("SELECT MIN(window_start) FROM traffic_per_minute").fetchone()[0]
+        span = newest_s - (epoch_s(first) if first else newest_s)
+        where, params = "", ()
+    else:
+        span = newest_s - range_start
+        where, params = "WHERE window_start >= ?", (iso(range_start),)
+    bucket = _bucket_seconds(window_s, span)
+    rows = conn.execute(
+        f"SELECT (unixepoch(window_start) / {bucket}) * {bucket} AS t, SUM(requests), "
+        "SUM(bytes), SUM(status_1xx), SUM(status_2xx), SUM(status_3xx), SUM(status_4xx), "
+        f"SUM(status_5xx), SUM(errors) FROM traffic_per_minute {where} "
+        "GROUP BY t ORDER BY t",
+        params,
+    ).fetchall()
+    per_minute = 60.0 / bucket
+    out = Traffic(window_s=window_s, bucket_s=bucket)
+    out.per_class = {c: [] for c in filters.status_classes}
+    index = {c: 3 + i for i, c in enumerate(STATUS_CLASSES)}
+    for r in rows:
+        out.times.append(iso(r[0]))
+        selected = 0
+        for c in filters.status_classes:
+            selected += r[index[c]]
+            out.per_class[c].append(r[index[c]] * per_minute)
+        out.requests_per_min.append(selected * per_minute)
+        out.bytes_per_min.append(r[2] * per_minute)
+        out.error_rate.append(100.0 * r[8] / r[1] if r[1] else None)
+        out.total_requests += selected
+        out.total_all += r[1]
+        out.total_bytes += r[2]
+        out.total_errors += r[8]
+    return out
+
+
+def _visitors(conn: sqlite3.Connection, range_start: str | None, bucket: int) -> Visitors:
+    where, params = ("", ()) if range_start is None else ("WHERE window_start >= ?", (range_start,))
+    rows = conn.execute(
+        f"SELECT (unixepoch(window_start) / {bucket}) * {bucket} AS t, AVG(visitors), "
+        f"MAX(visitors) FROM unique_visitors {where} GROUP BY t ORDER BY t",
+        params,
+    ).fetchall()
+    return Visitors(
+        bucket_s=bucket,
+        times=[iso(r[0]) for r in rows],
+        mean=[float(r[1]) for r in rows],
+        peak=[int(r[2]) for r in rows],
+    )
+
+
+def _trending(
+    conn: sqlite3.Connection,
+    state: dict[str, str],
+    filters: Filters,
+    watermark_s: float,
+    top: int,
+) -> Trending | None:
+    row = conn.execute(
+        "SELECT window_start, window_end FROM trending_pages WHERE window_end <= ? "
+        "ORDER BY window_end DESC, window_start DESC LIMIT 1",
+        (iso(watermark_s),),
+    ).fetchone()
+    complete = row is not None
+    if row is None:  # nothing complete yet: the newest open window
+        row = conn.execute(
+            "SELECT window_start, window_end FROM trending_pages "
+            "ORDER BY window_end DESC, window_start DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return None
+    start, end = row[0], row[1]
+    window_s = _interval_s(state.get("trending_window")) or (epoch_s(end) - epoch_s(start))
+    slide_s = _interval_s(state.get("trending_slide")) or window_s
+    prefix = filters.url_prefix
+    match = "AND substr(url_path, 1, ?) = ?" if prefix else ""
+    match_params: tuple[Any, ...] = (len(prefix), prefix) if prefix else ()
+    pages = conn.execute(
+        "SELECT url_path, requests FROM trending_pages WHERE window_start = ? AND "
+        f"window_end = ? {match} ORDER BY requests DESC, url_path LIMIT ?",
+        (start, end, *match_params, top),
+    ).fetchall()
+    matching = conn.execute(
+        f"SELECT COUNT(*) FROM trending_pages WHERE window_start = ? AND window_end = ? {match}",
+        (start, end, *match_params),
+    ).fetchone()[0]
+    end_s = epoch_s(end)
+    ends = [iso(end_s - k * slide_s) for k in range(TREND_WINDOWS - 1, -1, -1)]
+    counts: dict[tuple[str, str], int] = {}
+    if pages:
+        marks = ",".join("?" * len(pages))
+        for r in conn.execute(
+            "SELECT window_end, url_path, SUM(requests) FROM trending_pages "
+            f"WHERE window_end > ? AND window_end <= ? AND url_path IN ({marks}) "
+            "GROUP BY window_end, url_path",
+            (iso(end_s - TREND_WINDOWS * slide_s), end, *[p[0] for p in pages]),
+        ):
+            counts[(r[0], r[1])] = int(r[2])
+    previous_end = iso(end_s - slide_s)
+    return Trending(
+        window_start=start,
+        window_end=end,
+        complete=complete,
+        pages=[
+            TrendingPage(
+                rank=i + 1,
+                url_path=p[0],
+                requests=int(p[1]),
+                previous=counts.get((previous_end, p[0]), 0),
+                trend=[counts.get((e, p[0]), 0) for e in ends],
+            )
+            for i, p in enumerate(pages)
+        ],
+        trend_ends=ends,
+        window_s=window_s,
+        slide_s=slide_s,
+        matching_pages=int(matching),
+    )
+
+
+def _health(conn: sqlite3.Connection, last: sqlite3.Row | None) -> Health:
+    health = Health()
+    if last is not None:
+        health.last_batch_at = last[3]
+        health.last_batch_id = last[2]
+    rows = [dict(r) for r in conn.execute("SELECT * FROM progress ORDER BY seq DESC LIMIT 600")]
+    if not rows:
+        return health
+    latest: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        latest.setdefault(r.get("query") or "?", r)
+    health.queries = sorted(latest.values(), key=lambda r: r.get("query") or "")
+    main = INGEST_QUERY if INGEST_QUERY in latest else rows[0].get("query") or "?"
+    series = [r for r in rows if (r.get("query") or "?") == main][:HEALTH_BATCHES][::-1]
+    newest = latest[main]
+    health.input_rows_per_s = newest.get("input_rows_per_s")
+    health.processed_rows_per_s = newest.get("processed_rows_per_s")
+    health.batch_duration_ms = newest.get("batch_duration_ms")
+    health.num_input_rows = newest.get("num_input_rows")
+    states = [r.get("state_rows") for r in latest.values() if r.get("state_rows") is not None]
+    memory = [
+        r.get("state_memory_bytes")
+        for r in latest.values()
+        if r.get("state_memory_bytes") is not None
+    ]
+    health.state_rows = sum(states) if states else None
+    health.state_memory_bytes = sum(memory) if memory else None
+    marks = [r["watermark"] for r in latest.values() if r.get("watermark")]
+    health.spark_watermark = max(marks) if marks else None
+    health.times = [str(r.get("timestamp") or "") for r in series]
+    health.input_rate = [r.get("input_rows_per_s") for r in series]
+    health.processing_rate = [r.get("processed_rows_per_s") for r in series]
+    health.duration_ms = [r.get("batch_duration_ms") for r in series]
+    return health
+
+
+def _examples(
+    conn: sqlite3.Connection, notes: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    late = _section(
+        notes,
+        "late_examples",
+        lambda: [
+            dict(r)
+            for r in conn.execute(
+                f"SELECT * FROM late_examples ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
+            )
+        ],
+        [],
+    )
+    bad = _section(
+        notes,
+        "quarantine_examples",
+        lambda: [
+            dict(r)
+            for r in conn.execute(
+                f"SELECT * FROM quarantine_examples ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
+            )
+        ],
+        [],
+    )
+    return late, bad

@@ -1,0 +1,622 @@
+"""The page: a static skeleton (controls, empty panels) and the parts each refresh renders.
+
+Element ids (stable, used by the browser test):
+
+``banner``            state of the store: waiting / unreadable / stale / notes
+``kpis``              counter cards (``kpi-<name>`` each, value in ``.value``)
+``trending``          trending-pages table (``trending-table``) and its window (``trending-window``)
+``graph-requests``, ``graph-bytes``, ``graph-errors``, ``graph-visitors``, ``graph-health``
+``health``            latest progress row per query (``health-table``)
+``late``, ``quarantine``  latest examples (``late-table``, ``quarantine-table``)
+``range``, ``url-prefix``, ``status-filter``  the controls; ``tick`` the refresh timer
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import dcc, html
+
+from logstream.dashboard.data import (
+    DEFAULT_RANGE,
+    STATUS_CLASSES,
+    TIME_RANGES,
+    Snapshot,
+    epoch_s,
+)
+from logstream.dashboard.figures import plot_time, sparkline_uri
+
+__all__ = [
+    "CSS",
+    "GRAPHS",
+    "INDEX_HTML",
+    "banner",
+    "build_layout",
+    "examples_tables",
+    "health_table",
+    "human_bytes",
+    "kpi_cards",
+    "trending_panel",
+]
+
+#: Ids of the charts, in page order.
+GRAPHS = ("graph-requests", "graph-bytes", "graph-errors", "graph-visitors", "graph-health")
+
+#: The page's style sheet, inlined in the HTML (no external stylesheet, no assets folder).
+CSS = """
+* { box-sizing: border-box; }
+body { margin: 0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans",
+  sans-serif; background: #f3f5f7; color: #1f2933; font-size: 14px; }
+header { background: #1f2933; color: #f5f7fa; padding: .7rem 1.2rem; display: flex;
+  align-items: baseline; gap: 1rem; flex-wrap: wrap; }
+header h1 { font-size: 1.15rem; margin: 0; font-weight: 600; }
+header .sub { color: #aab4bf; font-size: .85rem; }
+header a { color: #9cc3ff; }
+main { padding: .8rem 1.2rem 2rem; }
+.controls { display: flex; gap: 1rem; flex-wrap: wrap; align-items: center; background: #fff;
+  border-radius: 6px; padding: .55rem .9rem; margin-bottom: .8rem;
+  box-shadow: 0 1px 2px rgba(0,0,0,.06); }
+.controls label.ctl { font-weight: 600; margin-right: .4rem; color: #52606d; }
+.controls .opt { margin-right: .45rem; white-space: nowrap; }
+.controls .opt input { margin-right: .25rem; }
+.controls .dash-input-container, .controls input[type=text] { width: 12rem; }
+.controls input[type=text] { padding: .25rem .45rem; font-size: .9rem; }
+.hint { color: #7b8794; font-size: .8rem; }
+.banner { border-radius: 6px; padding: .6rem .9rem; margin-bottom: .8rem; }
+.banner p { margin: .15rem 0; }
+.banner.ok { display: none; }
+.banner.waiting, .banner.missing { background: #e6f0ff; border: 1px solid #9cc3ff;
+  font-size: 1.05rem; }
+.banner.unreadable { background: #ffe8e8; border: 1px solid #f29b9b; }
+.banner.stale, .banner.notes { background: #fff6dd; border: 1px solid #f0d289; }
+.kpis { display: grid; grid-template-columns: repeat(auto-fill, minmax(10.5rem, 1fr));
+  gap: .55rem; margin-bottom: .8rem; }
+.kpi { background: #fff; border-radius: 6px; padding: .5rem .7rem;
+  box-shadow: 0 1px 2px rgba(0,0,0,.06); }
+.kpi .label { color: #616e7c; font-size: .78rem; }
+.kpi .value { font-size: 1.25rem; font-weight: 600; font-variant-numeric: tabular-nums; }
+.kpi .value.time { font-size: .95rem; padding: .15rem 0; }
+.kpi .detail { color: #7b8794; font-size: .75rem; }
+.kpi.warn .value { color: #c05621; }
+.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(30rem, 1fr));
+  gap: .8rem; margin-bottom: .8rem; }
+.panel { background: #fff; border-radius: 6px; padding: .6rem .8rem;
+  box-shadow: 0 1px 2px rgba(0,0,0,.06); min-width: 0; }
+.panel h2 { font-size: .98rem; margin: .1rem 0 .45rem; }
+table { border-collapse: collapse; width: 100%; font-size: .85rem; }
+th { text-align: left; color: #52606d; font-weight: 600; border-bottom: 1px solid #cbd2d9;
+  padding: .25rem .4rem; }
+td { border-bottom: 1px solid #eef0f2; padding: .22rem .4rem; vertical-align: middle; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.url { word-break: break-all; }
+td.raw { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .78rem;
+  word-break: break-all; }
+.up { color: #2f855a; } .down { color: #c53030; }
+.empty { color: #7b8794; font-style: italic; padding: .4rem 0; }
+"""
+
+#: The HTML page around the app: Dash's placeholders and the inlined style sheet.
+INDEX_HTML = (
+    """<!DOCTYPE html>
+<html lang="en">
+    <head>
+        {%metas%}
+        <title>{%title%}</title>
+        {%favicon%}
+        {%css%}
+        <style>"""
+    + CSS
+    + """</style>
+    </head>
+    <body>
+        {%app_entry%}
+        <footer>
+            {%config%}
+            {%scripts%}
+            {%renderer%}
+        </footer>
+    </body>
+</html>"""
+)
+
+
+def human_bytes(value: float | None) -> str:
+    """``1536`` → ``1.5 KiB``.
+
+    Examples
+    --------
+    >>> human_bytes(1536)
+    '1.5 KiB'
+    >>> human_bytes(None)
+    '–'
+    """
+    if value is None:
+        return "–"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} TiB"  # pragma: no cover
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def _short_time(text: str | None) -> str:
+    if not text:
+        return "–"
+    return text.replace("T", " ").removesuffix("Z")[:19] + " UTC"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:,.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+# -- skeleton ----------------------------------------------------------------------------------
+
+
+def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.Div:
+    """The page skeleton; every panel is filled by the refresh callback.
+
+    Parameters
+    ----------
+    refresh_ms : int
+        Refresh period of the page, milliseconds.
+    spark_ui_url : str
+        Link to Spark's own UI.
+    store_label : str
+        The store file, shown in the header.
+    """
+
+    def graph(gid: str) -> dcc.Graph:
+        return dcc.Graph(
+            id=gid,
+            config={"displaylogo": False},
+            figure={"data": [], "layout": {"height": 250}},
+        )
+
+    return html.Div(
+        [
+            html.Header(
+                [
+                    html.H1("logstream — live"),
+                    html.Span(f"store {store_label}", className="sub"),
+                    html.Span(
+                        [
+                            "updated ",
+                            html.Span("–", id="updated"),
+                            f" · refresh every {refresh_ms / 1000:g} s",
+                        ],
+                        className="sub",
+                    ),
+                    html.A(
+                        "Spark UI ↗",
+                        id="spark-ui-link",
+                        href=spark_ui_url,
+                        target="_blank",
+                        rel="noopener",
+                        title="Spark's own UI: jobs, stages, streaming query statistics",
+                    ),
+                ]
+            ),
+            html.Main(
+                [
+                    html.Div(
+                        [
+                            html.Div(
+                                [
+                                    html.Label("Time range", className="ctl"),
+                                    dcc.RadioItems(
+                                        id="range",
+                                        options=[
+                                            {"label": label, "value": key}
+                                            for key, (label, _) in TIME_RANGES.items()
+                                        ],
+                                        value=DEFAULT_RANGE,
+                                        inline=True,
+                                        labelClassName="opt",
+                                    ),
+                                    html.Div("back from the newest event time", className="hint"),
+                                ]
+                            ),
+                            html.Div(
+                                [
+                                    html.Label("URL prefix", className="ctl"),
+                                    dcc.Input(
+                                        id="url-prefix",
+                                        type="text",
+                                        placeholder="/shuttle/ + Enter",
+                                        debounce=True,
+                                        value="",
+                                    ),
+                                    html.Div("filters the trending pages", className="hint"),
+                                ]
+                            ),
+                            html.Div(
+                                [
+                                    html.Label("Status", className="ctl"),
+                                    dcc.Checklist(
+                                        id="status-filter",
+                                        options=[{"label": c, "value": c} for c in STATUS_CLASSES],
+                                        value=list(STATUS_CLASSES),
+                                        inline=True,
+                                        labelClassName="opt",
+                                    ),
+                                    html.Div(
+                                        "filters the requests chart and request totals",
+                                        className="hint",
+                                    ),
+                                ]
+                            ),
+                        ],
+                        className="controls",
+                    ),
+                    html.Div(
+                        html.P("Loading…"),
+                        id="banner",
+                        className="banner waiting",
+                        role="status",
+                    ),
+                    html.Div(id="kpis", className="kpis"),
+                    html.Div(
+                        [
+                            html.Div(id="trending", className="panel"),
+                            html.Div(graph("graph-requests"), className="panel"),
+                        ],
+                        className="grid2",
+                    ),
+                    html.Div(
+                        [
+                            html.Div(graph("graph-bytes"), className="panel"),
+                            html.Div(graph("graph-errors"), className="panel"),
+                        ],
+                        className="grid2",
+                    ),
+                    html.Div(
+                        [
+                            html.Div(graph("graph-visitors"), className="panel"),
+                            html.Div(graph("graph-health"), className="panel"),
+                        ],
+                        className="grid2",
+                    ),
+                    html.Div(
+                        [
+                            html.Div(id="late", className="panel"),
+                            html.Div(id="quarantine", className="panel"),
+                        ],
+                        className="grid2",
+                    ),
+                    html.Div(html.Div(id="health", className="panel"), className="grid1"),
+                    dcc.Interval(id="tick", interval=refresh_ms, n_intervals=0),
+                    dcc.Store(id="seen", data=None),
+                ]
+            ),
+        ]
+    )
+
+
+# -- rendered on every refresh -------------------------------------------------------------------
+
+
+def banner(snap: Snapshot) -> tuple[list[Any], str]:
+    """Children and class of the state banner (hidden when all is well)."""
+    if snap.state != "ok":
+        return [html.P(snap.message)], f"banner {snap.state}"
+    lines = []
+    kind = "ok"
+    if snap.stale:
+        lines.append(html.P(snap.stale))
+        kind = "stale"
+    if snap.message:
+        lines.append(html.P(snap.message))
+        kind = "stale"
+    if snap.notes:
+        lines += [html.P(n) for n in snap.notes]
+        kind = "stale" if kind == "stale" else "notes"
+    return lines, f"banner {kind}"
+
+
+def _kpi(key: str, label: str, value: str, detail: str = "", warn: bool = False) -> html.Div:
+    is_time = value.endswith(" UTC")
+    return html.Div(
+        [
+            html.Div(label, className="label"),
+            html.Div(value, className="value time" if is_time else "value"),
+            html.Div(detail, className="detail"),
+        ],
+        id=f"kpi-{key}",
+        className="kpi warn" if warn else "kpi",
+    )
+
+
+def kpi_cards(snap: Snapshot) -> list[html.Div]:
+    """Counter cards: traffic in the range, late / quarantined, watermark, pipeline rates."""
+    if snap.state != "ok":
+        return []
+    c = snap.counters
+    t = snap.traffic
+    h = snap.health
+    classes = snap.filters.status_classes
+    which = "all classes" if len(classes) == len(STATUS_CLASSES) else ", ".join(classes) or "none"
+    cards = [
+        _kpi(
+            "requests",
+            "Requests in range",
+            _num(t.total_requests if t else None),
+            f"status: {which}",
+        ),
+        _kpi("bytes", "Bytes in range", human_bytes(t.total_bytes if t else None), "all statuses"),
+        _kpi(
+            "error-rate",
+            "Error rate in range",
+            "–" if not t or not t.total_all else f"{100 * t.total_errors / t.total_all:.2f} %",
+            f"{_num(t.total_errors if t else None)} requests ≥ 400",
+        ),
+        _kpi("events", "On-time events", _num(c.get("events", 0)), "since the store was created"),
+        _kpi(
+            "late",
+            "Late events",
+            _num(c.get("late_events", 0)),
+            "event time ≤ watermark",
+            warn=bool(c.get("late_events")),
+        ),
+        _kpi(
+            "quarantined",
+            "Quarantined lines",
+            _num(c.get("quarantined", 0)),
+            "could not be parsed",
+            warn=bool(c.get("quarantined")),
+        ),
+        _kpi("newest", "Newest event", _short_time(snap.newest_event), "event time"),
+    ]
+    lag = "" if snap.watermark_delay_s is None else _duration(snap.watermark_delay_s)
+    cards.append(
+        _kpi(
+            "watermark",
+            "Watermark",
+            _short_time(snap.watermark),
+            f"{lag} behind the newest event" if lag else "",
+        )
+    )
+    if h is not None:
+        if h.spark_watermark and snap.newest_event:
+            behind = epoch_s(snap.newest_event) - epoch_s(h.spark_watermark)
+            cards.append(
+                _kpi(
+                    "spark-watermark",
+                    "Window queries' watermark",
+                    _short_time(h.spark_watermark),
+                    f"{_duration(max(behind, 0))} behind the newest event",
+                )
+            )
+        cards += [
+            _kpi("input-rate", "Input rate", _num(h.input_rows_per_s), "events/s, last batch"),
+            _kpi(
+                "processing-rate",
+                "Processing rate",
+                _num(h.processed_rows_per_s),
+                "events/s, last batch",
+            ),
+            _kpi(
+                "batch-duration",
+                "Batch duration",
+                "–" if h.batch_duration_ms is None else f"{h.batch_duration_ms:,} ms",
+                f"{_num(h.num_input_rows)} rows in the last batch",
+            ),
+            _kpi(
+                "state-rows",
+                "State rows",
+                _num(h.state_rows),
+                human_bytes(h.state_memory_bytes) + " of state memory"
+                if h.state_memory_bytes is not None
+                else "window queries",
+            ),
+            _kpi(
+                "last-batch",
+                "Last micro-batch",
+                "–" if h.last_batch_id is None else f"#{h.last_batch_id}",
+                _short_time(h.last_batch_at),
+            ),
+        ]
+    return cards
+
+
+def trending_panel(snap: Snapshot) -> list[Any]:
+    """Heading, window and table of the trending pages with their sparklines."""
+    heading = html.H2(f"Trending pages (top {snap.top})")
+    tr = snap.trending
+    if snap.state != "ok" or tr is None:
+        return [heading, html.Div("No trending window yet.", className="empty")]
+    state = "complete" if tr.complete else "still open (no window is complete yet)"
+    window = html.Div(
+        [
+            html.Span(
+                f"{plot_time(tr.window_start)} – {plot_time(tr.window_end)} UTC",
+                id="trending-window",
+                **{"data-start": tr.window_start, "data-end": tr.window_end},
+            ),
+            html.Span(
+                f" · {tr.window_s / 60:g}-minute window, {state}"
+                + (
+                    f" · {tr.matching_pages:,} pages start with {snap.filters.url_prefix!r}"
+                    if snap.filters.url_prefix
+                    else ""
+                ),
+                className="hint",
+            ),
+        ]
+    )
+    if not tr.pages:
+        what = (
+            f"No page starting with {snap.filters.url_prefix!r} in this window."
+            if snap.filters.url_prefix
+            else "No page in this window."
+        )
+        return [heading, window, html.Div(what, className="empty", id="trending-empty")]
+    rows = []
+    for p in tr.pages:
+        change = p.requests - p.previous
+        arrow = "▲" if change > 0 else "▼" if change < 0 else "="
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(str(p.rank), className="n"),
+                    html.Td(p.url_path, className="url"),
+                    html.Td(f"{p.requests:,}", className="n requests"),
+                    html.Td(
+                        f"{arrow} {abs(change):,}" if change else "=",
+                        className="n " + ("up" if change > 0 else "down" if change < 0 else ""),
+                        title=f"{p.previous:,} in the window one slide earlier",
+                    ),
+                    html.Td(
+                        html.Img(
+                            src=sparkline_uri(p.trend),
+                            alt=f"trend of {p.url_path}",
+                            title=f"requests in the last {len(p.trend)} windows: "
+                            + ", ".join(str(v) for v in p.trend),
+                            className="spark",
+                        )
+                    ),
+                ]
+            )
+        )
+    table = html.Table(
+        [
+            html.Thead(
+                html.Tr(
+                    [
+                        html.Th("#"),
+                        html.Th("page"),
+                        html.Th("requests"),
+                        html.Th("vs prev."),
+                        html.Th(f"last {len(tr.trend_ends)} windows"),
+                    ]
+                )
+            ),
+            html.Tbody(rows),
+        ],
+        id="trending-table",
+    )
+    return [heading, window, table]
+
+
+def _table(tid: str, columns: list[tuple[str, str, str]], rows: list[dict[str, Any]]) -> Any:
+    if not rows:
+        return html.Div("None so far.", className="empty", id=f"{tid}-empty")
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th(label) for _, label, _ in columns])),
+            html.Tbody(
+                [
+                    html.Tr(
+                        [
+                            html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
+                            for key, _, cls in columns
+                        ]
+                    )
+                    for r in rows
+                ]
+            ),
+        ],
+        id=tid,
+    )
+
+
+def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
+    """The late-events and quarantine panels: counter and latest examples."""
+    c = snap.counters
+    late = [
+        html.H2(f"Late events: {c.get('late_events', 0):,}"),
+        html.Div(
+            "Event time at or before the watermark when they arrived; kept in late_events/, "
+            "not counted in the windows. Latest examples:",
+            className="hint",
+        ),
+        _table(
+            "late-table",
+            [
+                ("event_time", "event time", ""),
+                ("watermark", "watermark then", ""),
+                ("client_host", "client", "url"),
+                ("url_path", "page", "url"),
+                ("batch_id", "batch", "n"),
+            ],
+            [
+                {
+                    **r,
+                    "event_time": plot_time(r.get("event_time")),
+                    "watermark": plot_time(r.get("watermark")),
+                }
+                for r in snap.late_examples
+            ],
+        ),
+    ]
+    bad = [
+        html.H2(f"Quarantined lines: {c.get('quarantined', 0):,}"),
+        html.Div(
+            "Lines that did not parse, kept in quarantine/. Latest examples:", className="hint"
+        ),
+        _table(
+            "quarantine-table",
+            [
+                ("raw_line", "line", "raw"),
+                ("reason", "reason", ""),
+                ("source_file", "file", "url"),
+                ("batch_id", "batch", "n"),
+            ],
+            [
+                {**r, "raw_line": str(r.get("raw_line") or "")[:300]}
+                for r in snap.quarantine_examples
+            ],
+        ),
+    ]
+    return late, bad
+
+
+def health_table(snap: Snapshot) -> list[Any]:
+    """Latest progress row of each streaming query."""
+    heading = html.H2("Streaming queries (latest progress)")
+    h = snap.health
+    if h is None or not h.queries:
+        return [heading, html.Div("No progress reported yet.", className="empty")]
+    rows = [
+        {
+            **q,
+            "input_rows_per_s": _num(q.get("input_rows_per_s")),
+            "processed_rows_per_s": _num(q.get("processed_rows_per_s")),
+            "batch_duration_ms": _num(q.get("batch_duration_ms")),
+            "num_input_rows": _num(q.get("num_input_rows")),
+            "state_rows": _num(q.get("state_rows")),
+            "dropped_by_watermark": _num(q.get("dropped_by_watermark")),
+            "timestamp": (plot_time(q.get("timestamp")) or "")[:19],
+            "watermark": (plot_time(q.get("watermark")) or "")[:19],
+        }
+        for q in h.queries
+    ]
+    return [
+        heading,
+        _table(
+            "health-table",
+            [
+                ("query", "query", ""),
+                ("batch_id", "batch", "n"),
+                ("timestamp", "at (wall clock)", ""),
+                ("num_input_rows", "rows", "n"),
+                ("input_rows_per_s", "input/s", "n"),
+                ("processed_rows_per_s", "processed/s", "n"),
+                ("batch_duration_ms", "duration ms", "n"),
+                ("watermark", "watermark", ""),
+                ("state_rows", "state rows", "n"),
+                ("dropped_by_watermark", "dropped", "n"),
+            ],
+            rows,
+        ),
+    ]

@@ -1,0 +1,206 @@
+"""The demo: real logs replayed live through the pipeline onto the dashboard, in one command.
+
+``logstream run`` with no source (and ``make run``) calls :func:`run_demo`:
+
+1. find logs (:func:`logstream.data.find_logs`: an explicit ``--replay`` path, the data
+   directory, the download cache), else try ``logstream data fetch nasa``, else fall back to
+   the traffic generator — labelled **synthetic** in the terminal and on the dashboard;
+2. replay them into a landing directory (``OUT/landing``) at ``--speedup`` (600: ten minutes
+   of event time per second), looping with shifted event times so the demo runs until
+   stopped;
+3. run the streaming pipeline on that directory (processing-time trigger), with the SQLite
+   store and Parquet outputs under ``OUT``;
+4. serve the dashboard on http://127.0.0.1:8050 and print a progress line per micro-batch;
+5. stop on Ctrl-C / SIGTERM or after ``--duration``, and say where the outputs are.
+
+Each demo starts afresh: ``OUT`` (default ``out/demo``) is emptied first.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from logstream.data import DATASETS, DataFetchError, fetch, find_logs
+from logstream.parsing import detect_format
+from logstream.pipeline import Pipeline, PipelineConfig
+from logstream.replay import (
+    ChunkDirSink,
+    Record,
+    Replayer,
+    ReplayOptions,
+    iter_file_records,
+    open_log,
+)
+
+__all__ = ["DemoSettings", "DemoSource", "choose_source", "run_demo"]
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """Options of the demo.
+
+    Attributes
+    ----------
+    logs : list of Path
+        Logs to replay; empty means "find them" (see the module docstring).
+    speedup : float
+        Event seconds replayed per wall second.
+    duration_s : float or None
+        Stop after this many seconds of wall time; None runs until interrupted.
+    out_dir : Path
+        Root of everything the demo writes (emptied at start).
+    dashboard : bool
+        Serve the dashboard.
+    host, port : str, int
+        Where the dashboard listens.
+    fetch : bool
+        Try to download the NASA log when no log is found locally.
+    trigger : str
+        Processing-time trigger of the pipeline.
+    """
+
+    logs: list[Path] = field(default_factory=list)
+    speedup: float = 600.0
+    duration_s: float | None = None
+    out_dir: Path = Path("out/demo")
+    dashboard: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8050
+    fetch: bool = True
+    trigger: str = "2 seconds"
+
+
+@dataclass(frozen=True)
+class DemoSource:
+    """What the demo replays: a record factory (one call per pass), its log format and label."""
+
+    records: Callable[[], Iterable[Record]]
+    log_format: str
+    label: str
+    synthetic: bool
+
+
+def choose_source(settings: DemoSettings, console: Console) -> DemoSource:
+    """Find real logs, fetch them, or fall back to the generator (see the module docstring)."""
+    paths, origin = find_logs(settings.logs)
+    if not paths and settings.fetch:
+        try:
+            console.print("no local NASA log: trying `logstream data fetch nasa` …")
+            paths, origin = [fetch(DATASETS["nasa"], timeout_s=5.0)], "downloaded"
+        except DataFetchError as exc:
+            console.print(f"[yellow]{exc}[/yellow]")
+    if paths:
+        with open_log(paths[0]) as fh:
+            sample = [fh.readline().decode("utf-8", "replace") for _ in range(100)]
+        fmt = detect_format(sample)
+        names = ", ".join(p.name for p in paths)
+        return DemoSource(
+            records=lambda: iter_file_records(paths),
+            log_format=fmt.name,
+            label=f"real logs ({origin}): {names}",
+            synthetic=False,
+        )
+    from logstream.generate import TrafficConfig, TrafficGenerator
+
+    generator = TrafficGenerator(TrafficConfig(rate_per_s=20.0, duration_s=None, seed=1995))
+    console.print("[bold yellow]no real log available: replaying SYNTHETIC traffic[/bold yellow]")
+    return DemoSource(
+        records=generator.records,
+        log_format="combined",
+        label="SYNTHETIC traffic (logstream generate, seed 1995)",
+        synthetic=True,
+    )
+
+
+def run_demo(
+    spark: Any,
+    settings: DemoSettings,
+    console: Console,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    stop_event: threading.Event | None = None,
+    on_start: Callable[[Pipeline], None] | None = None,
+) -> Pipeline:
+    """Run the demo until ``stop_event`` is set, ``duration_s`` passes, or a query fails.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    settings : DemoSettings
+    console : rich.console.Console
+        Where the demo speaks (source chosen, dashboard URL, outputs).
+    on_progress : callable, optional
+        Called with every streaming progress row.
+    stop_event : threading.Event, optional
+        Set it to stop the demo (the CLI's signal handler does).
+    on_start : callable, optional
+        Called with the pipeline once it is built.
+
+    Returns
+    -------
+    Pipeline
+        The stopped pipeline (its totals and listener history), for summaries and tests.
+    """
+    stop_event = stop_event or threading.Event()
+    source = choose_source(settings, console)
+    out = settings.out_dir
+    if out.exists():
+        shutil.rmtree(out)
+    landing = out / "landing"
+    landing.mkdir(parents=True)
+    cfg = PipelineConfig.build(
+        input_dir=landing,
+        output_dir=out / "stream",
+        state_dir=out / "state",
+        store=f"sqlite:///{out / 'logstream.db'}",
+        log_format=source.log_format,
+        trigger=settings.trigger,
+    )
+    pipeline = Pipeline(spark, cfg, on_progress=on_progress)
+    if on_start is not None:
+        on_start(pipeline)
+    pipeline.store.set_state({"source_label": source.label, "synthetic": str(source.synthetic)})
+    replay_stop = threading.Event()
+    replayer = Replayer(
+        source.records,
+        ChunkDirSink(landing, chunk_lines=20_000, chunk_seconds=1.0),
+        ReplayOptions(speedup=settings.speedup, loop=not source.synthetic),
+        stop_event=replay_stop,
+    )
+    replay_thread = threading.Thread(target=replayer.run, name="logstream-replay", daemon=True)
+    server = None
+    if settings.dashboard:
+        from logstream.dashboard.app import start_dashboard_thread
+
+        ui = spark.sparkContext.uiWebUrl
+        server = start_dashboard_thread(
+            cfg.store_path, settings.host, settings.port, top=cfg.top, spark_ui_url=ui
+        )
+        console.print(f"dashboard: [bold]{server.url}[/bold]")
+    console.print(
+        f"replaying {source.label} at ×{settings.speedup:g} into {landing}; "
+        f"outputs in {out} (store {cfg.store_path}); Ctrl-C stops"
+    )
+
+    def watch() -> None:
+        stop_event.wait(settings.duration_s)
+        pipeline.request_stop()
+
+    replay_thread.start()
+    threading.Thread(target=watch, name="logstream-demo-timer", daemon=True).start()
+    try:
+        pipeline.run()
+    finally:
+        replay_stop.set()
+        stop_event.set()
+        pipeline.stop()
+        replay_thread.join(10)
+        if server is not None:
+            server.stop()
+    return pipeline

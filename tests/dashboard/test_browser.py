@@ -1,0 +1,311 @@
+"""The dashboard in a real browser over a store filled by a real pipeline run on the NASA day.
+
+Debian's Chromium (``/usr/bin/chromium``, ``apt-get install chromium``) is driven by
+Playwright's sync API; Playwright's own browser download is never used. The expected numbers
+are computed here with the plain-Python oracle (:mod:`tests.oracle`) over the log lines, not
+read from the store.
+
+Set ``LOGSTREAM_UPDATE_SCREENSHOT=1`` to also write ``docs/dashboard.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from logstream.dashboard import start_dashboard_thread
+from logstream.pipeline import Pipeline
+from logstream.serving import ServingStore
+from tests.oracle import is_content, parse_line
+from tests.pipeline.helpers import config, nasa_lines, write_chunks
+
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")  # never fetch a browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 30.0  # the machine is shared with Spark tests: be patient
+JUNK = ["this is not a log line", "neither is this one", "GET / HTTP/1.0"]
+LATE = 5  # the first lines of the day, sent again at the end: late by then
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nasa_store(spark, nasa_day, tmp_path_factory) -> Path:
+    """A serving store written by the real pipeline: the NASA day in two micro-batches, then
+    the day's first lines again (late) and three unparseable lines."""
+    tmp = tmp_path_factory.mktemp("dashboard")
+    lines = nasa_lines(nasa_day)
+    write_chunks(lines + lines[:LATE] + JUNK, tmp / "in", per_file=17_700)
+    pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=1))
+    try:
+        pipeline.run()
+    finally:
+        pipeline.stop()
+    return tmp / "store.db"
+
+
+@pytest.fixture(scope="module")
+def expected(nasa_day) -> dict[str, Any]:
+    """What the page must show, from the log lines alone (oracle parser, plain Python)."""
+    lines = nasa_lines(nasa_day)
+    refs = [parse_line(line) for line in lines]
+    assert all(refs)
+    newest = max(r.epoch for r in refs)
+    watermark = newest - 600  # the pipeline's default 10-minute delay
+    pages = [(r.epoch, r.url_path) for r in refs if is_content(r.url_path)]
+
+    def window(end: int) -> Counter[str]:
+        return Counter(p for t, p in pages if end - 300 <= t < end)
+
+    end = watermark // 60 * 60  # windows slide by a minute; complete when end <= watermark
+    while not window(end):
+        end -= 60
+    counts = window(end)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    top_page = ranked[0][0]
+    sections = Counter()
+    for path, n in ranked:
+        if path.split("/")[1] != top_page.split("/")[1]:
+            sections["/" + path.split("/")[1] + "/"] += n
+    prefix = sections.most_common(1)[0][0]
+    hour = [r for r in refs if r.epoch // 60 * 60 >= newest - 3600]
+    return {
+        "refs": refs,
+        "late_lines": lines[:LATE],
+        "window": (end - 300, end),
+        "top": ranked[:10],
+        "trend": [window(end - 60 * k)[top_page] for k in range(29, -1, -1)],
+        "prefix": prefix,
+        "prefix_top": [(p, n) for p, n in ranked if p.startswith(prefix)][:10],
+        "prefix_pages": sum(1 for p in counts if p.startswith(prefix)),
+        "total": len(refs),
+        "bytes": sum(r.bytes_sent for r in refs),
+        "errors": sum(1 for r in refs if r.status >= 400),
+        "4xx": sum(1 for r in refs if 400 <= r.status < 500),
+        "last_hour": len(hour),
+        "minutes": len({r.epoch // 60 for r in refs}),
+    }
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install chromium)",
+            pytrace=False,
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(nasa_store):
+    with start_dashboard_thread(nasa_store, refresh_s=1.0) as srv:
+        yield srv
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.requested = []
+    pg.on("request", lambda r: pg.requested.append(r.url))
+    pg.goto(server.url)
+    pg.wait_for_selector("#kpi-requests", timeout=WAIT_S * 1000)
+    yield pg
+    context.close()
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def eventually(read: Callable[[], Any], want: Any, timeout: float = WAIT_S) -> Any:
+    """Poll ``read()`` until it returns ``want`` (the page refreshes asynchronously); return
+    the last value so the assertion shows it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if value == want or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def kpi(page, name: str) -> str:
+    return page.inner_text(f"#kpi-{name} .value")
+
+
+def plotted_sum(page, graph: str) -> float:
+    """Sum of every y value the browser plotted in a chart (plotly's own data)."""
+    return page.evaluate(
+        """(id) => {
+            const g = document.querySelector('#' + id + ' .js-plotly-plot');
+            if (!g || !g.data) return -1;
+            return g.data.reduce((s, t) => s + (t.y || []).reduce((a, v) => a + (v || 0), 0), 0);
+        }""",
+        graph,
+    )
+
+
+def plotted_y(page, graph: str) -> list[float]:
+    return page.evaluate(
+        "(id) => { const g = document.querySelector('#' + id + ' .js-plotly-plot');"
+        " return g && g.data && g.data.length ? Array.from(g.data[0].y) : []; }",
+        graph,
+    )
+
+
+def table(page, selector: str) -> list[list[str]]:
+    return page.evaluate(
+        """(sel) => Array.from(document.querySelectorAll(sel + ' tbody tr')).map(
+            tr => Array.from(tr.querySelectorAll('td')).map(td => td.innerText.trim()))""",
+        selector,
+    )
+
+
+def trending(page) -> list[tuple[str, int]]:
+    return [(r[1], int(r[2].replace(",", ""))) for r in table(page, "#trending-table")]
+
+
+def iso(epoch: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+# -- tests ---------------------------------------------------------------------------------------
+
+
+def test_the_page_shows_the_numbers_of_the_nasa_day(page, expected, nasa_store, server):
+    page.check("#range input[value='all']")
+    assert (
+        eventually(lambda: plotted_sum(page, "graph-requests"), expected["total"])
+        == (expected["total"])
+    )
+    assert kpi(page, "requests") == f"{expected['total']:,}"
+    assert plotted_sum(page, "graph-bytes") == expected["bytes"]
+    assert kpi(page, "error-rate") == f"{100 * expected['errors'] / expected['total']:.2f} %"
+    assert kpi(page, "events") == f"{expected['total']:,}"
+    assert (kpi(page, "late"), kpi(page, "quarantined")) == (str(LATE), str(len(JUNK)))
+
+    # trending: the latest complete window, its top pages and the top page's recent trend
+    start, end = expected["window"]
+    label = page.locator("#trending-window")
+    assert (label.get_attribute("data-start"), label.get_attribute("data-end")) == (
+        iso(start),
+        iso(end),
+    )
+    assert trending(page) == expected["top"]
+    spark = page.locator("#trending-table img.spark").first.get_attribute("title")
+    assert spark.endswith(": " + ", ".join(map(str, expected["trend"])))
+
+    # unique visitors: one point per minute with events
+    assert len(plotted_y(page, "graph-visitors")) == expected["minutes"]
+
+    # late events and quarantined lines, with their latest examples
+    late = table(page, "#late-table")
+    want = sorted(
+        iso(parse_line(line).epoch)[:19].replace("T", " ") for line in expected["late_lines"]
+    )
+    assert sorted(r[0] for r in late) == want
+    assert sorted(r[0] for r in table(page, "#quarantine-table")) == sorted(JUNK)
+
+    # pipeline health: one row per streaming query; state rows as the progress table says
+    queries = sorted(r[0] for r in table(page, "#health-table"))
+    assert queries == ["ingest", "traffic_per_minute", "trending_pages", "unique_visitors"]
+
+    def state_rows() -> str:  # Spark may deliver a last progress event after the run
+        with closing(sqlite3.connect(f"file:{nasa_store}?mode=ro", uri=True)) as conn:
+            total = conn.execute(
+                "SELECT SUM(state_rows) FROM progress WHERE seq IN "
+                "(SELECT MAX(seq) FROM progress GROUP BY query)"
+            ).fetchone()[0]
+        return f"{total:,}"
+
+    assert eventually(lambda: kpi(page, "state-rows") == state_rows(), True)
+    assert kpi(page, "watermark") == "1995-07-10 03:49:59 UTC"
+    assert page.get_attribute("#spark-ui-link", "href") == "http://127.0.0.1:4040"
+
+    # everything came from the dashboard itself: no CDN, no internet
+    base = server.url.rstrip("/")
+    assert [u for u in page.requested if not u.startswith((base, "data:"))] == []
+    assert "Traceback" not in page.content()
+
+
+def test_filters_by_time_range_status_class_and_url_prefix(page, expected):
+    page.check("#range input[value='1h']")
+    assert eventually(lambda: kpi(page, "requests"), f"{expected['last_hour']:,}") == (
+        f"{expected['last_hour']:,}"
+    )
+    assert plotted_sum(page, "graph-requests") == expected["last_hour"]
+
+    page.check("#range input[value='all']")
+    for cls in ("1xx", "2xx", "3xx", "5xx"):
+        page.uncheck(f"#status-filter input[value='{cls}']")
+    assert eventually(lambda: kpi(page, "requests"), f"{expected['4xx']:,}") == (
+        f"{expected['4xx']:,}"
+    )
+    assert (
+        eventually(lambda: plotted_sum(page, "graph-requests"), expected["4xx"])
+        == (expected["4xx"])
+    )
+    assert plotted_sum(page, "graph-bytes") == expected["bytes"]  # bytes: every status
+
+    page.fill("#url-prefix", expected["prefix"])
+    page.press("#url-prefix", "Enter")
+    assert eventually(lambda: trending(page), expected["prefix_top"]) == expected["prefix_top"]
+    assert f"{expected['prefix_pages']:,} pages start with" in page.inner_text("#trending")
+
+    page.fill("#url-prefix", "/no/such/section/")
+    page.press("#url-prefix", "Enter")
+    page.wait_for_selector("#trending-empty", timeout=WAIT_S * 1000)
+    assert "No page starting with '/no/such/section/'" in page.inner_text("#trending-empty")
+
+
+def test_screenshot(page, expected, tmp_path):
+    page.check("#range input[value='24h']")
+    eventually(lambda: plotted_sum(page, "graph-requests"), expected["total"])
+    page.wait_for_timeout(1500)  # let plotly finish drawing
+    shot = tmp_path / "dashboard.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 50_000
+    if os.environ.get("LOGSTREAM_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(shot, REPO / "docs" / "dashboard.png")
+
+
+def test_before_the_store_exists_the_page_waits_for_it(browser, tmp_path):
+    path = tmp_path / "later.db"
+    with start_dashboard_thread(path, refresh_s=0.5) as srv:
+        context = browser.new_context()
+        pg = context.new_page()
+        pg.goto(srv.url)
+        banner = pg.locator("#banner")
+        pg.wait_for_selector("#banner.missing", timeout=WAIT_S * 1000)
+        text = banner.inner_text()
+        assert "Waiting for data" in text and "does not exist yet" in text
+        ServingStore(path)  # the pipeline creates the store; no batch yet
+        pg.wait_for_selector("#banner.waiting", timeout=WAIT_S * 1000)
+        assert "has not committed a micro-batch yet" in banner.inner_text()
+        assert "Traceback" not in pg.content() and pg.locator("#kpis .kpi").count() == 0
+        context.close()

@@ -1,0 +1,131 @@
+"""The main job end to end: ``logstream run`` with no source replays the real NASA day onto
+the dashboard; Ctrl-C stops everything; the outputs agree with the batch report."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from logstream import analytics
+from logstream.parsing import compile_format, parse
+from logstream.report import build_report
+from logstream.sources import read_lines
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ingest_batches(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM ledger WHERE events > 0").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
+    spark, nasa_day, tmp_path
+):
+    out, port = tmp_path / "demo", free_port()
+    env = {
+        **os.environ,
+        "LOGSTREAM_SPARK_UI": "false",
+        "LOGSTREAM_DATA_DIR": str(nasa_day.parent),
+        "LOGSTREAM_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "logstream",
+            "run",
+            "--demo-out",
+            str(out),
+            "--port",
+            str(port),
+            "--speedup",
+            "1000",
+            "--duration",
+            "150s",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    page = None
+    try:
+        deadline = time.monotonic() + 120
+        while ingest_batches(out / "logstream.db") < 3:
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "no data within 2 minutes"
+            time.sleep(0.2)  # watching a live process
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as resp:
+            page = resp.status, resp.read().decode()
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        log = proc.communicate(timeout=90)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, log[-3000:]
+    assert "received SIGINT" in log and "done:" in log
+    assert "real logs (data-dir): NASA_access_log_Jul95_day09.log.gz" in log
+    assert page is not None and page[0] == 200 and "logstream" in page[1].lower()
+    # no stray process of the group is left: the driver's JVM follows Python within seconds
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "processes of the demo are still running"
+        time.sleep(0.2)
+
+    events = spark.read.parquet(str(out / "stream" / "events"))
+    processed = sorted({r.source_file for r in events.select("source_file").distinct().collect()})
+    with sqlite3.connect(out / "logstream.db") as conn:
+        counters = dict(conn.execute("SELECT name, value FROM counters").fetchall())
+        store_traffic = conn.execute(
+            "SELECT SUM(requests), SUM(bytes), SUM(status_2xx), SUM(status_3xx), SUM(status_4xx) "
+            "FROM traffic_per_minute"
+        ).fetchone()
+    n = events.count()
+    assert n == counters["events"] > 1000 and counters["quarantined"] == 0
+
+    # issue 1's batch report over exactly the files the stream processed
+    report = build_report(parse(read_lines(spark, processed), compile_format("common")))
+    assert report["general"]["total_requests"] == n
+    assert report["general"]["bandwidth_bytes"] == store_traffic[1]
+    classes = report["status_classes"]
+    assert (store_traffic[0], store_traffic[2], store_traffic[3], store_traffic[4]) == (
+        n,
+        classes.get("2xx", 0),
+        classes.get("3xx", 0),
+        classes.get("4xx", 0),
+    )
+
+    # final windows in Parquet equal the same windows computed in batch from the events
+    windows = spark.read.parquet(str(out / "stream" / "traffic_per_minute"))
+    batch = analytics.traffic_per_window(events, "1 minute").select(*windows.columns)
+    joined = windows.join(batch, "window_start", "left_anti")
+    assert joined.count() == 0
+    assert (
+        windows.exceptAll(
+            batch.join(windows.select("window_start"), "window_start").select(*windows.columns)
+        ).count()
+        == 0
+    )
+    assert events.agg(F.min("event_time")).first()[0].isoformat() == "1995-07-09T04:00:00"
