@@ -310,3 +310,17 @@ def test_charts_say_waiting_before_data(tmp_path):
     out = refresh_outputs(tmp_path / "none.db", None, None, None)
     for figure in out[6:11]:
         assert figure["layout"]["annotations"][0]["text"] == "Waiting for data…"
+
+
+def test_synthetic_data_is_labelled_on_the_page(tmp_path):
+    store = filled_store(tmp_path / "s.db")
+    banner_children, _, *_ = refresh_outputs(tmp_path / "s.db", "all", None, None)
+    assert not any("SYNTHETIC" in str(c) for c in banner_children)
+    store.set_state(
+        {"source_label": "SYNTHETIC traffic (logstream generate, seed 1995)", "synthetic": "True"}
+    )
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    assert snap.synthetic and snap.source_label.startswith("SYNTHETIC")
+    banner_children, banner_class, *_ = refresh_outputs(tmp_path / "s.db", "all", None, None)
+    assert "SYNTHETIC data, not real logs" in str(banner_children[0])
+    assert banner_class == "banner notes"

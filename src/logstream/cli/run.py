@@ -259,7 +259,7 @@ def run(
                 port=v["port"],
             )
             pipeline = run_demo(spark, demo_settings, _console, printer, stop, ref.append)
-            outputs = f"outputs in {v['demo_out']}"
+            outputs = f"{pipeline.store.get_state('source_label')}; outputs in {v['demo_out']}"
         else:
             source = "socket" if v["socket"] else "kafka" if v["kafka_bootstrap"] else "dir"
             cfg = PipelineConfig.build(

@@ -308,6 +308,8 @@ class Snapshot:
     health: Health | None = None
     late_examples: list[dict[str, Any]] = field(default_factory=list)
     quarantine_examples: list[dict[str, Any]] = field(default_factory=list)
+    source_label: str | None = None  #: what the demo replays (``pipeline_state``)
+    synthetic: bool = False  #: the data is generated, not real logs
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -453,6 +455,8 @@ def _read(
         notes=notes,
         **base,
     )
+    snap.source_label = state.get("source_label")
+    snap.synthetic = state.get("synthetic") == "True"
     if last is not None:
         age = now.timestamp() - epoch_s(last[3])
         if age > stale_after_s:

@@ -312,6 +312,9 @@ def banner(snap: Snapshot) -> tuple[list[Any], str]:
         return [html.P(snap.message)], f"banner {snap.state}"
     lines = []
     kind = "ok"
+    if snap.synthetic:
+        lines.append(html.P(f"SYNTHETIC data, not real logs: {snap.source_label}", id="synthetic"))
+        kind = "notes"
     if snap.stale:
         lines.append(html.P(snap.stale))
         kind = "stale"
