@@ -1,5 +1,7 @@
 # logstream — the two commands of the README:
-#   make run    set up everything, then run the main job on the real NASA day
+#   make run    set up everything, then the main job: the real NASA day replayed live through
+#               the streaming pipeline onto the dashboard (http://127.0.0.1:8050); Ctrl-C
+#               stops it, DURATION=90s stops it after that long
 #   make test   set up everything, then run the test suite
 # Set-up is idempotent: a virtual environment in .venv, Java 17 via apt-get when missing.
 
@@ -11,7 +13,7 @@ export LOGSTREAM_DATA_DIR ?= $(abspath ../shared/data)
 NASA_DAY := $(LOGSTREAM_DATA_DIR)/NASA_access_log_Jul95_day09.log.gz
 OUT    ?= out
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run report test lint bench package clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +26,19 @@ setup: $(STAMP)
 	@scripts/ensure-java.sh
 
 run: setup
+	$(VENV)/bin/logstream run $(if $(DURATION),--duration $(DURATION))
+
+report: setup
 	mkdir -p $(OUT)
 	$(VENV)/bin/logstream batch $(NASA_DAY) --json $(OUT)/nasa-day.json --html $(OUT)/nasa-day.html
 
+package:
+	mkdir -p dist
+	cd src && $(PYTHON) -m zipfile -c ../dist/logstream.zip logstream/
+
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@scripts/ensure-chromium.sh
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench
@@ -38,4 +48,4 @@ bench: setup
 	$(PY) bench/bench_batch.py
 
 clean:
-	rm -rf $(OUT) .pytest_cache .ruff_cache
+	rm -rf $(OUT) dist .pytest_cache .ruff_cache

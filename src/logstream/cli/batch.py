@@ -68,7 +68,7 @@ def batch(
         time_zone=time_zone,
         log_format=fmt.name,
         inputs=[str(p) for p in paths],
-        quarantine_path=str(quarantine_path) if quarantine_path else None,
+        quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
     )
     if not quiet:
         render_terminal(report)

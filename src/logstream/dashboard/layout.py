@@ -25,6 +25,7 @@ from logstream.dashboard.data import (
     epoch_s,
 )
 from logstream.dashboard.figures import plot_time, sparkline_uri
+from logstream.units import human_bytes
 
 __all__ = [
     "CSS",
@@ -34,7 +35,6 @@ __all__ = [
     "build_layout",
     "examples_tables",
     "health_table",
-    "human_bytes",
     "kpi_cards",
     "trending_panel",
 ]
@@ -118,26 +118,6 @@ INDEX_HTML = (
     </body>
 </html>"""
 )
-
-
-def human_bytes(value: float | None) -> str:
-    """``1536`` → ``1.5 KiB``.
-
-    Examples
-    --------
-    >>> human_bytes(1536)
-    '1.5 KiB'
-    >>> human_bytes(None)
-    '–'
-    """
-    if value is None:
-        return "–"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:,.1f} TiB"  # pragma: no cover
 
 
 def _num(value: float | None, digits: int = 0) -> str:

@@ -123,6 +123,12 @@ class PipelineConfig(BaseModel):
     def _interval(cls, value: str) -> str:
         return _spark_interval(value)
 
+    @field_validator("input_dir", "output_dir", "state_dir")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        # Python and the JVM may not share a working directory: hand Spark absolute paths
+        return None if value is None else value.expanduser().absolute()
+
     @field_validator("trigger")
     @classmethod
     def _trigger(cls, value: str) -> str:
@@ -171,8 +177,8 @@ class PipelineConfig(BaseModel):
 
     @property
     def store_path(self) -> Path:
-        """Filesystem path of the SQLite serving store."""
-        return Path(self.store.removeprefix("sqlite:///"))
+        """Filesystem path of the SQLite serving store (absolute)."""
+        return Path(self.store.removeprefix("sqlite:///")).expanduser().absolute()
 
     @property
     def watermark_seconds(self) -> float:

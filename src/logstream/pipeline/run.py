@@ -35,6 +35,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StructField, StructType, TimestampType
 
 from logstream import analytics
 from logstream.errors import LogFormatError
@@ -42,8 +43,9 @@ from logstream.monitoring import ProgressListener
 from logstream.parsing import CompiledFormat, events, parse, resolve_format
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.ingest import INGEST_QUERY, IngestStage, IngestTotals
-from logstream.schema import EVENT_SCHEMA
+from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from logstream.serving import ServingStore
+from logstream.sinks import ensure_schema
 from logstream.sources import stream_lines
 
 __all__ = ["WINDOW_OUTPUTS", "Pipeline", "detect_stream_format"]
@@ -138,8 +140,13 @@ class Pipeline:
 
     def start_ingest(self) -> StreamingQuery:
         """Start the ingest query (source → parse → :class:`IngestStage`)."""
-        for sub in ("events", "late_events", "quarantine"):
-            (self.cfg.output_dir / sub).mkdir(parents=True, exist_ok=True)
+        late_schema = StructType([*EVENT_SCHEMA.fields, StructField("watermark", TimestampType())])
+        for sub, schema in (
+            ("events", EVENT_SCHEMA),
+            ("late_events", late_schema),
+            ("quarantine", QUARANTINE_SCHEMA),
+        ):
+            ensure_schema(self.spark, self.cfg.output_dir / sub, schema)
         parsed = parse(stream_lines(self.spark, self.cfg), self.fmt)
         writer = (
             parsed.writeStream.queryName(INGEST_QUERY)

@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from logstream.report.terminal import human_bytes
+from logstream.units import human_bytes
 
 __all__ = ["render_html"]
 

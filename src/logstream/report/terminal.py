@@ -8,19 +8,9 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 
-__all__ = ["human_bytes", "render_terminal"]
+from logstream.units import human_bytes
 
-
-def human_bytes(n: int | None) -> str:
-    """Format a byte count with binary units (``1.5 MiB``)."""
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+__all__ = ["render_terminal"]
 
 
 def _table(title: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> Table:

@@ -1,5 +1,11 @@
 """Sinks: exactly-once writers for micro-batch outputs."""
 
-from logstream.sinks.publish import BATCH_DIR_PREFIX, batch_dir, publish_batch
+from logstream.sinks.publish import (
+    BATCH_DIR_PREFIX,
+    SCHEMA_BATCH_ID,
+    batch_dir,
+    ensure_schema,
+    publish_batch,
+)
 
-__all__ = ["BATCH_DIR_PREFIX", "batch_dir", "publish_batch"]
+__all__ = ["BATCH_DIR_PREFIX", "SCHEMA_BATCH_ID", "batch_dir", "ensure_schema", "publish_batch"]

@@ -22,11 +22,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
-__all__ = ["BATCH_DIR_PREFIX", "batch_dir", "publish_batch"]
+__all__ = ["BATCH_DIR_PREFIX", "SCHEMA_BATCH_ID", "batch_dir", "ensure_schema", "publish_batch"]
 
 BATCH_DIR_PREFIX = "batch_id="
+
+#: The batch id of the empty file that carries an output's schema before it has rows.
+SCHEMA_BATCH_ID = -1
 
 
 def batch_dir(root: Path, batch_id: int) -> Path:
@@ -61,3 +65,15 @@ def publish_batch(df: DataFrame, root: Path, batch_id: int) -> bool:
     df.coalesce(1).write.mode("overwrite").parquet(str(staging))
     staging.rename(final)
     return True
+
+
+def ensure_schema(spark: SparkSession, root: Path, schema: StructType) -> None:
+    """Give an output with no batch yet an empty Parquet file carrying its schema.
+
+    Without it ``spark.read.parquet(root)`` fails ("unable to infer schema") until the first
+    row arrives, e.g. for ``late_events`` on a run with no late event. The file is published as
+    batch :data:`SCHEMA_BATCH_ID` and holds no row.
+    """
+    if any(root.glob(f"{BATCH_DIR_PREFIX}*")):
+        return
+    publish_batch(spark.createDataFrame([], schema), root, SCHEMA_BATCH_ID)

@@ -1,0 +1,131 @@
+"""Every command and example of the README runs (in README order, on the real data)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from logstream.cli import main
+from tests.conftest import DATA_DIR
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+#: Commands run elsewhere, with the test that runs the same entry point.
+COVERED_ELSEWHERE = {
+    "make run": "tests/test_demo.py (logstream run with no source)",
+    "make test": "CI itself (.ci/run)",
+    "spark-submit": "tests/cluster/test_spark_submit.py (a real standalone cluster)",
+}
+
+
+def code_blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+
+
+def commands() -> list[str]:
+    found = []
+    for block in code_blocks("bash"):
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith(("logstream ", "make ", "spark-submit ")):
+                found.append(line)
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def localise(cmd: str) -> list[str]:
+    cmd = cmd.replace("../shared/data", str(DATA_DIR))
+    cmd = cmd.replace("examples/logstream.toml", str(REPO / "examples" / "logstream.toml"))
+    return shlex.split(cmd)
+
+
+def test_every_readme_command_has_a_runner():
+    cmds = commands()
+    assert any(c.startswith("logstream batch") for c in cmds)
+    for c in cmds:
+        known = (
+            c.startswith("logstream ")
+            or c == "make package"
+            or any(c.startswith(k) for k in COVERED_ELSEWHERE)
+        )
+        assert known, f"README command without a test: {c}"
+
+
+def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "NASA_access_log_Jul95.gz").write_bytes(
+        gzip.compress(b'h - - [01/Jul/1995:00:00:01 -0400] "GET / HTTP/1.0" 200 1\n')
+    )
+    monkeypatch.setenv("LOGSTREAM_CACHE_DIR", str(cache))
+    monkeypatch.setenv("LOGSTREAM_DATA_DIR", str(DATA_DIR))
+    ran = []
+    for cmd in commands():
+        if any(cmd.startswith(k) for k in COVERED_ELSEWHERE):
+            continue
+        if cmd == "make package":
+            done = subprocess.run(["make", "-s", "package"], cwd=REPO, capture_output=True)
+            assert done.returncode == 0, done.stderr
+            assert (REPO / "dist" / "logstream.zip").stat().st_size > 10_000
+            ran.append(cmd)
+            continue
+        argv = localise(cmd)[1:]
+        if argv[0] == "dashboard":
+            port = free_port()
+            argv[argv.index("--port") + 1] = str(port)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "logstream", *argv],
+                env={**os.environ},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                            assert r.status == 200
+                            break
+                    except OSError:
+                        assert time.monotonic() < deadline and proc.poll() is None
+                        time.sleep(0.2)  # waiting for the server to listen
+            finally:
+                proc.terminate()
+                proc.wait(20)
+            ran.append(cmd)
+            continue
+        code = main(argv)
+        assert code == 0, f"{cmd} exited {code}: {capsys.readouterr().err[-2000:]}"
+        ran.append(cmd)
+    out = capsys.readouterr().out
+    assert str(DATA_DIR / "NASA_access_log_Jul95_day09.log.gz") in out  # data where
+    assert str(cache / "NASA_access_log_Jul95.gz") in out  # data fetch, from the cache
+    assert (tmp_path / "out" / "report.json").exists() and (
+        tmp_path / "out" / "report.html"
+    ).exists()
+    assert (tmp_path / "out" / "synthetic.log").read_text().count("\n") == 5000
+    assert len(list((tmp_path / "out" / "stream" / "events").glob("batch_id=*"))) >= 1
+    assert len(ran) == len(
+        [c for c in commands() if not any(c.startswith(k) for k in COVERED_ELSEWHERE)]
+    )
+
+    # the Python example, on the outputs the commands above wrote
+    (python_block,) = [b for b in code_blocks("python") if "spark.read.parquet" in b]
+    example = python_block.replace("out/demo/stream", str(tmp_path / "out" / "stream"))
+    exec(compile(example, "README.md", "exec"), {})
