@@ -80,3 +80,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    from pyspark.sql import SparkSession
+
+    if (active := SparkSession.getActiveSession()) is not None:
+        active.stop()  # let Spark's listener bus drain before Python exits

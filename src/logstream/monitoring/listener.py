@@ -88,7 +88,7 @@ class ProgressListener(StreamingQueryListener):
     ) -> None:
         self.store = store
         self.on_row = on_row
-        self.rows: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=capacity)
+        self.rows: queue.Queue[dict[str, Any] | threading.Event] = queue.Queue(maxsize=capacity)
         self.dropped = 0
         self.history: list[dict[str, Any]] = []
         self._worker = threading.Thread(target=self._drain, name="logstream-progress", daemon=True)
@@ -113,19 +113,16 @@ class ProgressListener(StreamingQueryListener):
         """Nothing to do when a query ends (errors surface through the query itself)."""
 
     def flush(self, timeout: float = 10.0) -> None:
-        """Wait until the queued rows are handled (for orderly shutdown and tests)."""
+        """Wait until the rows queued so far are handled (for orderly shutdown and tests)."""
         done = threading.Event()
-        self.rows.put(None)
-        self._flushed = done
+        self.rows.put(done)  # handled after every row queued before it
         done.wait(timeout)
 
     def _drain(self) -> None:
         while True:
             row = self.rows.get()
-            if row is None:
-                flushed = getattr(self, "_flushed", None)
-                if flushed is not None:
-                    flushed.set()
+            if isinstance(row, threading.Event):
+                row.set()
                 continue
             self.history.append(row)
             with contextlib.suppress(Exception):

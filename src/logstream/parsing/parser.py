@@ -2,7 +2,7 @@
 
 One regular-expression pass per line: the compiled format (:mod:`logstream.parsing.logformat`)
 is applied with ``regexp_replace``, which rewrites a matching line into its captured fields
-joined by U+0001, and ``split`` cuts them apart. This is about 3× faster than one
+joined by U+0001, and ``split`` cuts them apart. This is about 5× faster than one
 ``regexp_extract`` per field (``bench/bench_parse_strategies.py``). Typed fields are read with
 ``try_*`` functions, so under ANSI mode no input can fail the job: a line that does not fit
 becomes a quarantine row with a reason instead.

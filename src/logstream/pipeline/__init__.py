@@ -3,11 +3,10 @@ event-time window queries."""
 
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.ingest import INGEST_QUERY, IngestStage
-from logstream.pipeline.run import WINDOW_OUTPUTS, Pipeline
+from logstream.pipeline.run import Pipeline
 
 __all__ = [
     "INGEST_QUERY",
-    "WINDOW_OUTPUTS",
     "IngestStage",
     "Pipeline",
     "PipelineConfig",

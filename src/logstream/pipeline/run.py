@@ -25,12 +25,10 @@ already holds them).
 
 from __future__ import annotations
 
-import gzip
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -43,15 +41,13 @@ from logstream.monitoring import ProgressListener
 from logstream.parsing import CompiledFormat, events, parse, resolve_format
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.ingest import INGEST_QUERY, IngestStage, IngestTotals
+from logstream.replay import open_log
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from logstream.serving import ServingStore
 from logstream.sinks import ensure_schema
 from logstream.sources import stream_lines
 
-__all__ = ["WINDOW_OUTPUTS", "Pipeline", "detect_stream_format"]
-
-#: Parquet outputs written by the window queries.
-WINDOW_OUTPUTS = ("traffic_per_minute", "trending_pages", "unique_visitors")
+__all__ = ["Pipeline", "detect_stream_format"]
 
 
 def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
@@ -74,8 +70,7 @@ def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
             f"--format auto needs a file in {str(cfg.input_dir)!r} to look at, and there is "
             "none yet: pass --format common|combined|'<LogFormat>'"
         )
-    opener = gzip.open if files[0].suffix == ".gz" else open
-    with opener(files[0], "rb") as fh:
+    with open_log(files[0]) as fh:
         sample = [fh.readline().decode("utf-8", "replace") for _ in range(100)]
     return resolve_format("auto", sample)
 
@@ -272,10 +267,16 @@ class Pipeline:
                 query.awaitTermination(0.1)
             if query.isActive:
                 query.stop()
-        self.listener.flush()
+        # Spark's listener bus is asynchronous: let each query's last progress reach the
+        # listener (and so the store) before it is removed
+        expected = {
+            (q.name, q.lastProgress["batchId"]) for q in self.queries if q.lastProgress
+        }
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            self.listener.flush()
+            seen = {(r["query"], r["batch_id"]) for r in self.listener.history}
+            if expected <= seen:
+                break
+            time.sleep(0.05)  # the listener bus delivers on its own thread
         self.spark.streams.removeListener(self.listener)
-
-    def output_path(self, name: str) -> Path:
-        """Path of a Parquet output (``events``, ``late_events``, ``quarantine`` or a window
-        output)."""
-        return self.cfg.output_dir / name
