@@ -269,9 +269,7 @@ class Pipeline:
                 query.stop()
         # Spark's listener bus is asynchronous: let each query's last progress reach the
         # listener (and so the store) before it is removed
-        expected = {
-            (q.name, q.lastProgress["batchId"]) for q in self.queries if q.lastProgress
-        }
+        expected = {(q.name, q.lastProgress["batchId"]) for q in self.queries if q.lastProgress}
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             self.listener.flush()
