@@ -19,6 +19,8 @@ then ``local[*]``.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING
 
 from logstream.config import SparkSettings
@@ -91,6 +93,10 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         conf.setMaster(settings.master)
     elif not conf.contains("spark.master"):
         conf.setMaster("local[*]")
+    if conf.get("spark.master", "").startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        # local Python workers (pandas UDFs, transformWithStateInPandas) use this interpreter,
+        # with its packages, not whatever `python3` is first on PATH
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
