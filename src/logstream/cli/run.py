@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -69,11 +70,15 @@ def _progress_printer(ref: list[Any]) -> Any:
         if not ref or (not row.get("num_input_rows") and row["query"] != "ingest"):
             return
         totals = ref[0].totals
+        watermark = row.get("watermark")
+        if row["query"] == "ingest" and totals.watermark_ms is not None:
+            # the ingest query is stateless for Spark: show logstream's own watermark
+            watermark = datetime.fromtimestamp(totals.watermark_ms / 1000, UTC).isoformat()
         _console.print(
             f"[bold]{row['query']}[/bold] batch {row['batch_id']}: "
             f"{row['num_input_rows']:,} rows, in {row.get('input_rows_per_s') or 0:,.0f}/s, "
             f"processed {row.get('processed_rows_per_s') or 0:,.0f}/s, "
-            f"{row['batch_duration_ms']:,} ms; watermark {row.get('watermark') or '-'}; "
+            f"{row['batch_duration_ms']:,} ms; watermark {watermark or '-'}; "
             f"state rows {row.get('state_rows') or 0:,}; events {totals.events:,}, "
             f"late {totals.late_events:,}, quarantined {totals.quarantined:,}"
         )
