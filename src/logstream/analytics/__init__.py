@@ -13,6 +13,7 @@ from logstream.analytics.pages import (
     top_not_found,
     top_urls,
 )
+from logstream.analytics.sessions import sessions
 from logstream.analytics.topk import top_n_per_group
 from logstream.analytics.traffic import (
     ERROR_STATUS_MIN,
@@ -35,6 +36,7 @@ __all__ = [
     "general_summary",
     "is_content_page",
     "page_counts_per_window",
+    "sessions",
     "status_class",
     "status_class_counts",
     "status_counts",
