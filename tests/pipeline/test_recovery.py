@@ -121,6 +121,9 @@ def store_rows(root: Path) -> dict[str, Counter]:
 
 KILL_POINTS = {
     "after_two_ingest_batches": lambda tmp: ledger_size(tmp) >= 2,
+    "after_ingest_before_windows": lambda tmp: (
+        ledger_size(tmp) >= 6 and not (tmp / "state" / "trending_pages" / "commits" / "0").exists()
+    ),
     "during_window_queries": lambda tmp: (
         tmp / "state" / "trending_pages" / "offsets" / "0"
     ).exists(),
