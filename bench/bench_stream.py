@@ -106,6 +106,8 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int) -> dict:
     pipeline = Pipeline(spark, cfg)
     stop = threading.Event()
 
+    fed = [1000]
+
     def feed() -> None:
         pos, n = 1000, 0
         per_tick = rate // 2
@@ -115,6 +117,7 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int) -> dict:
             part = tmp / f".part-{n}"
             part.write_text(chunk)
             part.rename(landing / f"feed-{n:05d}.log")
+            fed[0] = min(pos, len(lines))
             n += 1
             stop.wait(0.5)
 
@@ -129,13 +132,21 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int) -> dict:
     runner.join(60)
     pipeline.stop()
     by_query: dict[str, list[int]] = {}
+    ingest_rows = []
     for row in pipeline.listener.history:
         if row["num_input_rows"]:
             by_query.setdefault(row["query"], []).append(row["batch_duration_ms"])
+            if row["query"] == "ingest":
+                ingest_rows.append(row["num_input_rows"])
     shutil.rmtree(tmp, ignore_errors=True)
     return {
         "input_rate_lines_per_s": rate,
         "trigger": "2 seconds",
+        "lines_fed": fed[0],
+        "lines_ingested": pipeline.totals.events
+        + pipeline.totals.quarantined
+        + pipeline.totals.late_events,
+        "ingest_rows_per_batch_median": statistics.median(ingest_rows) if ingest_rows else 0,
         "batch_ms": {
             q: {
                 "n": len(v),
