@@ -15,7 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from logstream.errors import ConfigError
 
-__all__ = ["DEFAULT_DATA_DIR", "SparkSettings", "data_dir", "validate_time_zone"]
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "SparkSettings",
+    "config_error",
+    "data_dir",
+    "validate_time_zone",
+]
 
 #: Where the real access logs live on the team's machines, relative to the working directory.
 DEFAULT_DATA_DIR = Path("../shared/data")
@@ -103,12 +109,21 @@ class SparkSettings(BaseModel):
         try:
             return cls(**values)  # type: ignore[arg-type]
         except ValidationError as exc:
-            raise ConfigError(_explain(exc)) from exc
+            raise config_error(exc, "invalid setting") from exc
 
 
-def _explain(exc: ValidationError) -> str:
+def config_error(exc: ValidationError, what: str) -> ConfigError:
+    """Turn a pydantic validation error into one :class:`ConfigError` naming each value.
+
+    Parameters
+    ----------
+    exc : pydantic.ValidationError
+    what : str
+        Start of the message (``"invalid pipeline option"``).
+    """
     parts = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "value"
-        parts.append(f"{where}={err.get('input')!r}: {err['msg']}")
-    return "invalid setting: " + "; ".join(parts)
+        where = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}={err.get('input')!r}: {msg}" if where else msg)
+    return ConfigError(f"{what}: " + "; ".join(parts))

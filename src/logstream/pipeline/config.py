@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from logstream.errors import ConfigError
+from logstream.config import config_error
 
 __all__ = ["PipelineConfig", "interval_seconds"]
 
@@ -191,9 +191,4 @@ class PipelineConfig(BaseModel):
         try:
             return cls(**values)  # type: ignore[arg-type]
         except ValidationError as exc:
-            parts = []
-            for err in exc.errors():
-                where = ".".join(str(p) for p in err["loc"])
-                msg = err["msg"].removeprefix("Value error, ")
-                parts.append(f"{where}: {msg}" if where else msg)
-            raise ConfigError("invalid pipeline option: " + "; ".join(parts)) from exc
+            raise config_error(exc, "invalid pipeline option") from exc
