@@ -28,15 +28,14 @@ from typing import Any
 from rich.console import Console
 
 from logstream.data import DATASETS, DataFetchError, fetch, find_logs
-from logstream.parsing import detect_format
 from logstream.pipeline import Pipeline, PipelineConfig
+from logstream.pipeline.run import detect_file_format
 from logstream.replay import (
     ChunkDirSink,
     Record,
     Replayer,
     ReplayOptions,
     iter_file_records,
-    open_log,
 )
 
 __all__ = ["DemoSettings", "DemoSource", "choose_source", "run_demo"]
@@ -97,9 +96,7 @@ def choose_source(settings: DemoSettings, console: Console) -> DemoSource:
         except DataFetchError as exc:
             console.print(f"[yellow]{exc}[/yellow]")
     if paths:
-        with open_log(paths[0]) as fh:
-            sample = [fh.readline().decode("utf-8", "replace") for _ in range(100)]
-        fmt = detect_format(sample)
+        fmt = detect_file_format(paths[0])
         names = ", ".join(p.name for p in paths)
         return DemoSource(
             records=lambda: iter_file_records(paths),

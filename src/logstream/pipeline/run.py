@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -47,7 +48,7 @@ from logstream.serving import ServingStore
 from logstream.sinks import ensure_schema
 from logstream.sources import stream_lines
 
-__all__ = ["Pipeline", "detect_stream_format"]
+__all__ = ["Pipeline", "detect_file_format", "detect_stream_format"]
 
 
 def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
@@ -70,7 +71,18 @@ def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
             f"--format auto needs a file in {str(cfg.input_dir)!r} to look at, and there is "
             "none yet: pass --format common|combined|'<LogFormat>'"
         )
-    with open_log(files[0]) as fh:
+    return detect_file_format(files[0])
+
+
+def detect_file_format(path: Path) -> CompiledFormat:
+    """Detect Combined or Common Log Format from the first 100 lines of ``path`` (plain or gzip).
+
+    Raises
+    ------
+    LogFormatError
+        When no format fits (see :func:`logstream.parsing.detect_format`).
+    """
+    with open_log(path) as fh:
         sample = [fh.readline().decode("utf-8", "replace") for _ in range(100)]
     return resolve_format("auto", sample)
 
