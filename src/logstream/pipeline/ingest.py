@@ -125,13 +125,14 @@ class IngestStage:
         """Process micro-batch ``batch_id`` exactly once (see the module docstring)."""
         if self.store.is_committed(INGEST_QUERY, batch_id):
             return
-        watermark_ms = self.watermark_for_next_batch()
+        # the one read of the store's newest event time for this micro-batch
+        before_ms = self.store.max_event_time_ms()
         # keep the raw text only where it is needed (quarantine): a much smaller cache
         parsed = parsed.withColumn(
             "raw_line", F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line"))
         ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            write = self._process(parsed, batch_id, watermark_ms)
+            write = self._process(parsed, batch_id, before_ms)
         finally:
             parsed.unpersist()
         self.store.commit_ingest_batch(INGEST_QUERY, write)
@@ -140,11 +141,13 @@ class IngestStage:
             self.totals.events += write.events
             self.totals.late_events += write.late_events
             self.totals.quarantined += write.quarantined
-            self.totals.watermark_ms = self.watermark_for_next_batch()
+            newest = max(before_ms or 0, write.max_event_time_ms or 0)
+            if before_ms is not None or write.max_event_time_ms is not None:
+                self.totals.watermark_ms = newest - self.watermark_ms
 
-    def _process(
-        self, parsed: DataFrame, batch_id: int, watermark_ms: int | None
-    ) -> IngestBatchWrite:
+    def _process(self, parsed: DataFrame, batch_id: int, before_ms: int | None) -> IngestBatchWrite:
+        """``before_ms``: newest event time of the committed batches (None before any)."""
+        watermark_ms = None if before_ms is None else before_ms - self.watermark_ms
         is_event = F.col(REASON_COLUMN).isNull()
         if watermark_ms is None:
             is_late = F.lit(False)
@@ -170,7 +173,7 @@ class IngestStage:
         on_time = parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS)
         if write.events:
             publish_batch(on_time, self.output_dir / "events", batch_id)
-            self._live_views(on_time, write)
+            self._live_views(on_time, write, max(before_ms or 0, write.max_event_time_ms or 0))
         if write.late_events:
             late = parsed.where(is_event & is_late).select(
                 *EVENT_COLUMNS,
@@ -202,8 +205,11 @@ class IngestStage:
             ]
         return write
 
-    def _live_views(self, on_time: DataFrame, write: IngestBatchWrite) -> None:
-        """Per-window counts of this batch's on-time events (bounded by windows touched)."""
+    def _live_views(self, on_time: DataFrame, write: IngestBatchWrite, newest: int) -> None:
+        """Per-window counts of this batch's on-time events (bounded by windows touched).
+
+        ``newest`` is the newest event time (epoch ms) after this batch.
+        """
         traffic = analytics.traffic_per_window(on_time, self.traffic_window)
         write.traffic = [
             tuple(r)
@@ -220,7 +226,6 @@ class IngestStage:
                 "errors",
             ).collect()
         ]
-        newest = max(write.max_event_time_ms or 0, self.store.max_event_time_ms() or 0)
         horizon_ms = newest - self.retention_ms
         # only events after (horizon - window length) reach a window ending after the horizon:
         # dropping the others first spares the 5-fold sliding-window expansion on backfills
