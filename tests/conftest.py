@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -22,6 +23,13 @@ NASA_AUG_1000 = "NASA_access_log_Aug95_first1000.log.gz"
 COMBINED = "elastic_apache_logs_combined_2015.log.gz"
 TWIKI_CRLF = "monitorware_twiki_access_log_2004.log.gz"
 OPENDAP = "NASA_LPDAAC_opendap_2015_custom.txt.gz"
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def data_file(name: str) -> Path:

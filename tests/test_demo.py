@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,12 +18,7 @@ from logstream import analytics
 from logstream.parsing import compile_format, parse
 from logstream.report import build_report
 from logstream.sources import read_lines
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import free_port
 
 
 def ingest_batches(db: Path) -> int:

@@ -6,7 +6,6 @@ import gzip
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from logstream.cli import main
-from tests.conftest import DATA_DIR
+from tests.conftest import DATA_DIR, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -39,12 +38,6 @@ def commands() -> list[str]:
             if line.startswith(("logstream ", "make ", "spark-submit ")):
                 found.append(line)
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def localise(cmd: str) -> list[str]:

@@ -16,17 +16,12 @@ from pathlib import Path
 import pyspark
 import pytest
 from pyspark.sql import functions as F
+from tests.conftest import free_port
 from tests.pipeline.helpers import nasa_lines, write_chunks
 
 SPARK_HOME = Path(pyspark.__file__).parent
 BIN = SPARK_HOME / "bin"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, limit_s: float = 60) -> None:
