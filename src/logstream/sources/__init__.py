@@ -1,10 +1,13 @@
 """Sources: where raw log lines come from (files now; directory watch, socket, Kafka later)."""
 
+from logstream.sources.dedup import LINE_KEY, drop_duplicate_lines
 from logstream.sources.files import expand_inputs, read_lines, sample_lines
 from logstream.sources.stream import KAFKA_PACKAGE, kafka_available, stream_lines
 
 __all__ = [
     "KAFKA_PACKAGE",
+    "LINE_KEY",
+    "drop_duplicate_lines",
     "expand_inputs",
     "kafka_available",
     "read_lines",
