@@ -166,3 +166,19 @@ def test_time_zone_option_moves_the_calendar(spark, nasa_day, tmp_path):
     assert report["general"]["unique_visitors"] == len(
         {r.client_host for r in oracle.parse_file(nasa_day)[0]}
     )
+
+
+def test_session_summary_equals_a_plain_python_sessionization(nasa_report, nasa_refs):
+    from tests.analytics.test_sessions import python_sessions
+
+    expected = python_sessions(nasa_refs)
+    v = nasa_report["sessions"]
+    assert v["sessions"] == len(expected) > 3000
+    assert v["bounce_rate"] == pytest.approx(sum(s[8] for s in expected) / len(expected), 1e-5)
+    assert v["pages_per_session"] == pytest.approx(
+        sum(s[4] for s in expected) / len(expected), abs=1e-3
+    )
+    durations = sorted(s[2] - s[1] for s in expected)
+    for quantile, key in ((0.5, "median_duration_s"), (0.95, "p95_duration_s")):
+        rank = sum(d <= v[key] for d in durations) / len(durations)
+        assert abs(rank - quantile) <= 0.02, (key, rank)  # KLL k=200: about 1.3 % rank error

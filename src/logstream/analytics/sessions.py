@@ -8,12 +8,12 @@ mode emits a session once the watermark passes its end: last event + gap). Book 
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream.analytics.pages import is_content_page
 
-__all__ = ["sessions"]
+__all__ = ["duration_quantiles", "session_stats_per_window", "sessions"]
 
 
 def sessions(events: DataFrame, gap: str = "30 minutes") -> DataFrame:
@@ -70,3 +70,55 @@ def sessions(events: DataFrame, gap: str = "30 minutes") -> DataFrame:
         F.col("_exit.url_path").alias("exit_page"),
         (F.col("pages") <= 1).alias("bounce"),
     )
+
+
+def session_stats_per_window(sessions: DataFrame, window_duration: str = "1 hour") -> DataFrame:
+    """Session statistics per tumbling window of session start.
+
+    Durations go into a KLL quantile sketch (``kll_sketch_agg_bigint``; Spark SQL reference,
+    "Sketch functions"), so the statistics of one window computed in several micro-batches
+    merge exactly as one sketch would (``kll_merge_agg_bigint``): state is a few kilobytes per
+    window, whatever the number of sessions.
+
+    Parameters
+    ----------
+    sessions : DataFrame
+        Output of :func:`sessions` (batch, or one micro-batch of closed sessions).
+    window_duration : str
+        Tumbling window length; a session belongs to the window of its ``session_start``.
+
+    Returns
+    -------
+    DataFrame
+        ``window_start``, ``window_end`` (timestamp, UTC), ``sessions`` (bigint),
+        ``bounces`` (bigint, sessions with at most one page), ``pages`` (bigint, summed),
+        ``median_duration_s`` and ``p95_duration_s`` (bigint, seconds; KLL estimates with a
+        normalized rank error of about 1.3 % at the default k=200), ``sketch`` (binary, the
+        KLL sketch of ``duration_s``).
+    """
+    return (
+        sessions.groupBy(F.window("session_start", window_duration).alias("window"))
+        .agg(
+            F.count("*").alias("sessions"),
+            F.count_if("bounce").alias("bounces"),
+            F.sum("pages").alias("pages"),
+            F.kll_sketch_agg_bigint("duration_s").alias("sketch"),
+        )
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "sessions",
+            "bounces",
+            "pages",
+            *duration_quantiles("sketch"),
+            "sketch",
+        )
+    )
+
+
+def duration_quantiles(sketch: str) -> list[Column]:
+    """``median_duration_s`` and ``p95_duration_s`` read from a KLL sketch column."""
+    return [
+        F.kll_sketch_get_quantile_bigint(sketch, F.lit(0.5)).alias("median_duration_s"),
+        F.kll_sketch_get_quantile_bigint(sketch, F.lit(0.95)).alias("p95_duration_s"),
+    ]

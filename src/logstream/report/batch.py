@@ -32,6 +32,7 @@ REPORT_KEYS: tuple[str, ...] = (
     "hourly",
     "top_hosts",
     "top_not_found",
+    "sessions",
     "quarantine",
 )
 
@@ -85,7 +86,10 @@ def build_report(
         ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event`` (ISO 8601), plus the
         echoed settings; ``status_codes`` maps a status (as text) to requests;
         ``status_classes`` maps ``"2xx"`` to requests; the ``top_*`` and ``hourly`` entries are
-        lists of row dictionaries.
+        lists of row dictionaries; ``sessions`` summarises visitor sessions (30-minute gap,
+        :func:`~logstream.analytics.sessions`): ``sessions``, ``median_duration_s`` and
+        ``p95_duration_s`` (seconds, KLL estimates), ``bounce_rate`` (0–1) and
+        ``pages_per_session``.
 
     Raises
     ------
@@ -174,6 +178,30 @@ def _build(
         )
     ]
 
+    visits = (
+        analytics.sessions(ev)
+        .agg(
+            F.count("*").alias("sessions"),
+            F.avg(F.col("bounce").cast("double")).alias("bounce_rate"),
+            F.avg("pages").alias("pages_per_session"),
+            F.kll_sketch_agg_bigint("duration_s").alias("sketch"),
+        )
+        .select("*", *analytics.duration_quantiles("sketch"))
+        .drop("sketch")
+        .first()
+    )
+    assert visits is not None
+    sessions = {
+        "gap_s": 1800,
+        "sessions": int(visits["sessions"]),
+        "median_duration_s": visits["median_duration_s"],
+        "p95_duration_s": visits["p95_duration_s"],
+        "bounce_rate": None if visits["bounce_rate"] is None else round(visits["bounce_rate"], 6),
+        "pages_per_session": None
+        if visits["pages_per_session"] is None
+        else round(visits["pages_per_session"], 3),
+    }
+
     examples = _rows(bad.limit(QUARANTINE_EXAMPLES)) if failed else []
     if quarantine_path:
         bad.write.mode("overwrite").json(quarantine_path)
@@ -187,6 +215,7 @@ def _build(
         "hourly": hourly,
         "top_hosts": _rows(analytics.top_hosts(ev, top)),
         "top_not_found": _rows(analytics.top_not_found(ev, top)),
+        "sessions": sessions,
         "quarantine": {
             "failed_lines": failed,
             "reasons": reasons,

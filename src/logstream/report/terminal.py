@@ -97,6 +97,17 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
             "Top 404 URLs", [("url_path", "URL"), ("requests", "requests")], report["top_not_found"]
         )
     )
+    v = report["sessions"]
+    if v["sessions"]:
+        visits = Table.grid(padding=(0, 2))
+        visits.add_column(style="bold")
+        visits.add_column(justify="right")
+        visits.add_row("Sessions (30-minute gap)", f"{v['sessions']:,}")
+        visits.add_row("Median duration", f"{v['median_duration_s']:,} s")
+        visits.add_row("95th percentile duration", f"{v['p95_duration_s']:,} s")
+        visits.add_row("Bounce rate", f"{v['bounce_rate']:.1%}")
+        visits.add_row("Pages per session", f"{v['pages_per_session']:.2f}")
+        console.print(Panel(visits, title="Visitor sessions", expand=False))
     q = report["quarantine"]
     if q["failed_lines"]:
         reasons = [{"reason": k, "lines": v} for k, v in q["reasons"].items()]
