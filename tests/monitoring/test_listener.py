@@ -10,7 +10,9 @@ from logstream.serving import ServingStore
 
 
 def progress(batch_id: int, name: str = "traffic_per_minute", rows: int = 7):
-    op = SimpleNamespace(numRowsTotal=rows, memoryUsedBytes=1024, numRowsDroppedByWatermark=0)
+    op = SimpleNamespace(
+        numRowsTotal=rows, memoryUsedBytes=1024, numRowsDroppedByWatermark=0, customMetrics={}
+    )
     return SimpleNamespace(
         name=name,
         id="x",
@@ -36,6 +38,20 @@ def test_progress_rows_are_flattened_with_units_and_no_epoch_watermark():
         2048,
         0,
     )
+    assert row["duplicates_dropped"] is None  # no deduplication operator
+
+
+def test_the_deduplication_operator_reports_the_rows_it_dropped():
+    p = progress(3, name="ingest")
+    p.stateOperators = [
+        SimpleNamespace(
+            numRowsTotal=5,
+            memoryUsedBytes=1,
+            numRowsDroppedByWatermark=0,
+            customMetrics={"numDroppedDuplicateRows": 12, "rocksdbPutCount": 3},
+        )
+    ]
+    assert progress_row(p)["duplicates_dropped"] == 12
 
 
 def test_rows_reach_the_store_and_flush_waits_for_them(tmp_path):

@@ -32,6 +32,7 @@ def batch(batch_id: int, requests: int = 3) -> IngestBatchWrite:
         ],
         pages=[("1995-07-09T04:00:00Z", "1995-07-09T04:05:00Z", "/a.html", requests)],
         visitors=[("1995-07-09T04:00:00Z", "1995-07-09T04:01:00Z", 2, b"sketch")],
+        clients=[("1995-07-09T04:00:00Z", "1995-07-09T04:05:00Z", "h", requests, 7 * requests)],
         late_examples=[(batch_id, "t", "w", "h", "/x", "f")],
         quarantine_examples=[(batch_id, "garbage", "f", "format_mismatch")],
     )
@@ -45,7 +46,7 @@ def test_a_replayed_batch_changes_nothing(tmp_path):
     assert store.commit_ingest_batch("ingest", batch(1, requests=5)) is False
     assert (store.query("SELECT * FROM traffic_per_minute"), store.counters()) == before
     assert before[0][0]["requests"] == 8 and before[0][0]["bytes"] == 80
-    assert before[1] == {"events": 8, "late_events": 2, "quarantined": 4}
+    assert before[1] == {"events": 8, "late_events": 2, "quarantined": 4, "duplicates": 0}
     assert store.query("SELECT requests FROM trending_pages")[0]["requests"] == 8
     assert store.max_event_time_ms() == 1000
     assert store.is_committed("ingest", 1) and not store.is_committed("ingest", 2)
@@ -73,8 +74,73 @@ def test_examples_keep_only_the_latest(tmp_path):
 def test_read_only_store_refuses_writes_and_missing_files(tmp_path):
     ServingStore(tmp_path / "s.db")
     ro = ServingStore(tmp_path / "s.db", read_only=True)
-    assert ro.counters() == {"events": 0, "late_events": 0, "quarantined": 0}
+    assert ro.counters() == {"events": 0, "late_events": 0, "quarantined": 0, "duplicates": 0}
     with pytest.raises(sqlite3.OperationalError):
         ro.commit_ingest_batch("ingest", batch(0))
     with pytest.raises(sqlite3.OperationalError):
         ServingStore(tmp_path / "missing.db", read_only=True).counters()
+
+
+def test_client_counts_add_up_per_window_and_are_pruned_with_trending_windows(tmp_path):
+    store = ServingStore(tmp_path / "s.db")
+    store.commit_ingest_batch("ingest", batch(0))
+    store.commit_ingest_batch("ingest", batch(1, requests=5))
+    assert store.query("SELECT client_host, requests, bytes FROM top_clients") == [
+        {"client_host": "h", "requests": 8, "bytes": 56}
+    ]
+    late = batch(2)
+    late.clients = []
+    late.prune_trending_before = "1995-07-09T04:05:00Z"
+    store.commit_ingest_batch("ingest", late)
+    assert store.query("SELECT * FROM top_clients") == []
+
+
+def test_duplicates_count_once_per_ingest_batch_however_often_progress_is_recorded(tmp_path):
+    store = ServingStore(tmp_path / "s.db")
+    rows = [
+        {"query": "ingest", "batch_id": 0, "duplicates_dropped": 4},
+        {"query": "ingest", "batch_id": 1, "duplicates_dropped": 3},
+        {"query": "ingest", "batch_id": 1, "duplicates_dropped": 3},  # a replayed batch
+        {"query": "sessions", "batch_id": 1, "duplicates_dropped": None},
+    ]
+    store.record_progress(rows)
+    assert store.counters()["duplicates"] == 7
+
+
+def test_a_store_of_the_previous_version_gains_the_new_progress_column(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE progress (seq INTEGER PRIMARY KEY AUTOINCREMENT, query TEXT, "
+            "batch_id INTEGER, timestamp TEXT, input_rows_per_s REAL, processed_rows_per_s "
+            "REAL, batch_duration_ms INTEGER, num_input_rows INTEGER, watermark TEXT, "
+            "max_event_time TEXT, state_rows INTEGER, state_memory_bytes INTEGER, "
+            "dropped_by_watermark INTEGER)"
+        )
+    store = ServingStore(path)
+    store.record_progress([{"query": "ingest", "batch_id": 0, "duplicates_dropped": 2}])
+    assert store.counters()["duplicates"] == 2
+
+
+SESSION = ("h", None, "1995-07-09T04:00:00Z", "1995-07-09T04:10:00Z", 600, 3, 2, 30, "/a", "/b", 0)
+STATS = ("1995-07-09T04:00:00Z", "1995-07-09T05:00:00Z", 1, 0, 2, 600, 600, b"kll")
+
+
+def test_sessions_and_alerts_commit_exactly_once_through_the_ledger(tmp_path):
+    store = ServingStore(tmp_path / "s.db")
+    assert store.commit_sessions(0, 1, [SESSION], [STATS]) is True
+    assert store.commit_sessions(0, 1, [SESSION], [STATS]) is False
+    assert store.query("SELECT COUNT(*) AS n FROM sessions") == [{"n": 1}]
+    assert store.session_stats_rows(["1995-07-09T04:00:00Z", "other"]) == [(*STATS[:5], b"kll")]
+    # merged statistics replace the stored row of their window
+    assert store.commit_sessions(1, 1, [SESSION], [(*STATS[:2], 2, 1, 3, 300, 600, b"k2")])
+    assert store.query("SELECT sessions, median_duration_s FROM session_stats") == [
+        {"sessions": 2, "median_duration_s": 300}
+    ]
+    alert = ("site", "requests", "t0", "t1", 90.0, 10.0, 3.0, 26.7, "spike")
+    assert store.commit_alerts(0, [alert]) is True
+    assert store.commit_alerts(0, [alert]) is False
+    assert store.query("SELECT series, z, direction FROM alerts") == [
+        {"series": "site", "z": 26.7, "direction": "spike"}
+    ]
+    assert store.is_committed("sessions", 1) and store.is_committed("alerts", 0)

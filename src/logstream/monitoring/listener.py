@@ -38,8 +38,9 @@ def progress_row(progress: Any) -> dict[str, Any]:
         ``query``, ``batch_id``, ``timestamp``, ``input_rows_per_s`` and
         ``processed_rows_per_s`` (events/s), ``batch_duration_ms`` (ms), ``num_input_rows``,
         ``watermark`` and ``max_event_time`` (ISO 8601 or None), ``state_rows``,
-        ``state_memory_bytes`` (bytes) and ``dropped_by_watermark`` (summed over the
-        query's stateful operators).
+        ``state_memory_bytes`` (bytes), ``dropped_by_watermark`` (summed over the
+        query's stateful operators) and ``duplicates_dropped`` (the deduplication operator's
+        ``numDroppedDuplicateRows``; None without one).
     """
     event_time = progress.eventTime or {}
     ops = list(progress.stateOperators or [])
@@ -57,7 +58,17 @@ def progress_row(progress: Any) -> dict[str, Any]:
         "state_rows": sum(op.numRowsTotal for op in ops) if ops else None,
         "state_memory_bytes": sum(op.memoryUsedBytes for op in ops) if ops else None,
         "dropped_by_watermark": sum(op.numRowsDroppedByWatermark for op in ops) if ops else None,
+        "duplicates_dropped": _duplicates_dropped(ops),
     }
+
+
+def _duplicates_dropped(ops: list[Any]) -> int | None:
+    counts = [
+        int(op.customMetrics["numDroppedDuplicateRows"])
+        for op in ops
+        if "numDroppedDuplicateRows" in (op.customMetrics or {})
+    ]
+    return sum(counts) if counts else None
 
 
 def _finite(value: float | None) -> float | None:

@@ -26,23 +26,40 @@ the window is open, null once final
 ``quarantine_examples(seq, batch_id, raw_line, source_file, reason)``
 ``progress(seq, query, batch_id, timestamp, input_rows_per_s, processed_rows_per_s,
 batch_duration_ms, num_input_rows, watermark, max_event_time, state_rows,
-state_memory_bytes, dropped_by_watermark)``
+state_memory_bytes, dropped_by_watermark, duplicates_dropped)``
+``top_clients(window_start, window_end, client_host, requests, bytes)``: every client of the
+clients windows within the retention, fed by the ingest stage like ``trending_pages``
+``sessions(seq, batch_id, client_host, user_agent, session_start, session_end, duration_s,
+requests, pages, bytes, entry_page, exit_page, bounce)``: the latest :data:`SESSIONS_KEPT`
+closed sessions (the ``sessions`` Parquet output has all of them)
+``session_stats(window_start, window_end, sessions, bounces, pages, median_duration_s,
+p95_duration_s, sketch)``: per window of session start, merged across micro-batches through
+the KLL sketch of durations
+``alerts(seq, batch_id, series, metric, window_start, window_end, value, mean, std, z,
+direction)``: the latest :data:`ALERTS_KEPT` anomaly alerts
+
+The ``sessions`` and ``alerts`` queries commit through the same ledger (:meth:`commit_batch`),
+with their own query names.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXAMPLES_KEPT", "IngestBatchWrite", "ServingStore"]
+__all__ = ["ALERTS_KEPT", "EXAMPLES_KEPT", "SESSIONS_KEPT", "IngestBatchWrite", "ServingStore"]
 
 #: Latest late events and quarantined lines kept as examples.
 EXAMPLES_KEPT = 20
+#: Latest closed sessions kept in the store.
+SESSIONS_KEPT = 500
+#: Latest anomaly alerts kept in the store.
+ALERTS_KEPT = 500
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -73,7 +90,23 @@ CREATE TABLE IF NOT EXISTS progress (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, query TEXT, batch_id INTEGER, timestamp TEXT,
     input_rows_per_s REAL, processed_rows_per_s REAL, batch_duration_ms INTEGER,
     num_input_rows INTEGER, watermark TEXT, max_event_time TEXT, state_rows INTEGER,
-    state_memory_bytes INTEGER, dropped_by_watermark INTEGER);
+    state_memory_bytes INTEGER, dropped_by_watermark INTEGER, duplicates_dropped INTEGER);
+CREATE TABLE IF NOT EXISTS top_clients (
+    window_start TEXT NOT NULL, window_end TEXT NOT NULL, client_host TEXT NOT NULL,
+    requests INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (window_start, client_host));
+CREATE INDEX IF NOT EXISTS top_clients_by_end ON top_clients (window_end, requests DESC);
+CREATE TABLE IF NOT EXISTS sessions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, batch_id INTEGER, client_host TEXT, user_agent TEXT,
+    session_start TEXT, session_end TEXT, duration_s INTEGER, requests INTEGER, pages INTEGER,
+    bytes INTEGER, entry_page TEXT, exit_page TEXT, bounce INTEGER);
+CREATE TABLE IF NOT EXISTS session_stats (
+    window_start TEXT PRIMARY KEY, window_end TEXT NOT NULL, sessions INTEGER NOT NULL,
+    bounces INTEGER NOT NULL, pages INTEGER NOT NULL, median_duration_s INTEGER,
+    p95_duration_s INTEGER, sketch BLOB);
+CREATE TABLE IF NOT EXISTS alerts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, batch_id INTEGER, series TEXT, metric TEXT,
+    window_start TEXT, window_end TEXT, value REAL, mean REAL, std REAL, z REAL,
+    direction TEXT);
 """
 
 _TRAFFIC_COLS = (
@@ -97,10 +130,11 @@ class IngestBatchWrite:
     max_event_time_ms: int | None = None
     traffic: list[tuple[Any, ...]] = field(default_factory=list)  # in _TRAFFIC_COLS order
     pages: list[tuple[str, str, str, int]] = field(default_factory=list)
+    clients: list[tuple[str, str, str, int, int]] = field(default_factory=list)
     visitors: list[tuple[str, str, int, bytes | None]] = field(default_factory=list)  # merged
     late_examples: list[tuple[Any, ...]] = field(default_factory=list)
     quarantine_examples: list[tuple[Any, ...]] = field(default_factory=list)
-    prune_trending_before: str | None = None  # drop trending windows ending at or before
+    prune_trending_before: str | None = None  # drop trending and client windows ending ≤
     final_before: str | None = None  # windows ending at or before are final: drop sketches
 
 
@@ -128,6 +162,9 @@ class ServingStore:
             with self._connect() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(_SCHEMA)
+                columns = {r[1] for r in conn.execute("PRAGMA table_info(progress)")}
+                if "duplicates_dropped" not in columns:  # a store written by version 0.1
+                    conn.execute("ALTER TABLE progress ADD COLUMN duplicates_dropped INTEGER")
 
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
@@ -211,10 +248,18 @@ class ServingStore:
                     write.traffic,
                 )
                 if write.prune_trending_before is not None:
-                    conn.execute(
-                        "DELETE FROM trending_pages WHERE window_end <= ?",
-                        (write.prune_trending_before,),
-                    )
+                    for table in ("trending_pages", "top_clients"):
+                        conn.execute(
+                            f"DELETE FROM {table} WHERE window_end <= ?",
+                            (write.prune_trending_before,),
+                        )
+                conn.executemany(
+                    "INSERT INTO top_clients(window_start, window_end, client_host, requests, "
+                    "bytes) VALUES (?, ?, ?, ?, ?) ON CONFLICT(window_start, client_host) "
+                    "DO UPDATE SET requests = requests + excluded.requests, "
+                    "bytes = bytes + excluded.bytes",
+                    write.clients,
+                )
                 conn.executemany(
                     "INSERT INTO trending_pages(window_start, window_end, url_path, requests) "
                     "VALUES (?, ?, ?, ?) ON CONFLICT(window_start, window_end, url_path) "
@@ -282,7 +327,7 @@ class ServingStore:
         cols = (
             "query", "batch_id", "timestamp", "input_rows_per_s", "processed_rows_per_s",
             "batch_duration_ms", "num_input_rows", "watermark", "max_event_time", "state_rows",
-            "state_memory_bytes", "dropped_by_watermark",
+            "state_memory_bytes", "dropped_by_watermark", "duplicates_dropped",
         )  # fmt: skip
         with self.connection() as conn, conn:
             conn.executemany(
@@ -293,11 +338,135 @@ class ServingStore:
     # -- reading side ------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
-        """``events``, ``late_events``, ``quarantined`` totals (0 when absent)."""
+        """``events``, ``late_events``, ``quarantined``, ``duplicates`` totals (0 when absent).
+
+        ``duplicates`` (lines dropped as copies) comes from the deduplication operator's
+        metric in the ingest query's progress, counted once per micro-batch id; the others
+        from the ledgered counters.
+        """
         base = {"events": 0, "late_events": 0, "quarantined": 0}
         with self.connection() as conn:
             base.update({r[0]: r[1] for r in conn.execute("SELECT name, value FROM counters")})
+            row = conn.execute(
+                "SELECT SUM(d) FROM (SELECT MAX(duplicates_dropped) AS d FROM progress "
+                "WHERE query = 'ingest' GROUP BY batch_id)"
+            ).fetchone()
+        base["duplicates"] = int(row[0] or 0)
         return base
+
+    def commit_batch(
+        self, query: str, batch_id: int, rows: int, apply: Callable[[sqlite3.Connection], None]
+    ) -> bool:
+        """Run ``apply(conn)`` and record ``(query, batch_id)`` in the ledger, in one transaction.
+
+        The exactly-once writer of the queries other than ingest (sessions, alerts): a
+        micro-batch replayed after a crash finds its id and changes nothing.
+
+        Parameters
+        ----------
+        query : str
+            Query name, the ledger's key with ``batch_id``.
+        batch_id : int
+        rows : int
+            Rows the micro-batch produced (the ledger's ``events`` column).
+        apply : callable
+            Writes the micro-batch's rows with the given connection (no commit).
+
+        Returns
+        -------
+        bool
+            True when applied, False when the ledger already held the batch id.
+        """
+        conn = self._connect()
+        try:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                seen = conn.execute(
+                    "SELECT 1 FROM ledger WHERE query = ? AND batch_id = ?", (query, batch_id)
+                ).fetchone()
+                if seen:
+                    return False
+                apply(conn)
+                conn.execute(
+                    "INSERT INTO ledger(query, batch_id, committed_at, events, late_events, "
+                    "quarantined) VALUES (?, ?, ?, ?, 0, 0)",
+                    (query, batch_id, _now(), rows),
+                )
+            return True
+        finally:
+            conn.close()
+
+    def session_stats_rows(self, window_starts: Iterable[str]) -> list[tuple[Any, ...]]:
+        """Stored ``session_stats`` rows of the given windows, for merging: ``(window_start,
+        window_end, sessions, bounces, pages, sketch)``."""
+        starts = list(window_starts)
+        if not starts:
+            return []
+        with self.connection() as conn:
+            rows = conn.execute(
+                "SELECT window_start, window_end, sessions, bounces, pages, sketch "
+                f"FROM session_stats WHERE window_start IN ({', '.join('?' * len(starts))})",
+                starts,
+            ).fetchall()
+        return [(*r[:5], bytes(r[5])) for r in rows]
+
+    def commit_sessions(
+        self,
+        batch_id: int,
+        closed: int,
+        sessions: list[tuple[Any, ...]],
+        stats: list[tuple[Any, ...]],
+    ) -> bool:
+        """Commit one micro-batch of the ``sessions`` query exactly once.
+
+        Parameters
+        ----------
+        batch_id : int
+        closed : int
+            Sessions closed in the micro-batch (all of them, for the ledger).
+        sessions : list of tuple
+            The latest closed sessions to keep, in ``sessions`` column order from
+            ``client_host`` to ``bounce``.
+        stats : list of tuple
+            Merged statistics per window, in ``session_stats`` column order; they replace
+            the stored rows.
+        """
+
+        def apply(conn: sqlite3.Connection) -> None:
+            _keep_latest(
+                conn,
+                "sessions",
+                "batch_id, client_host, user_agent, session_start, session_end, duration_s, "
+                "requests, pages, bytes, entry_page, exit_page, bounce",
+                [(batch_id, *s) for s in sessions],
+                SESSIONS_KEPT,
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO session_stats(window_start, window_end, sessions, "
+                "bounces, pages, median_duration_s, p95_duration_s, sketch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                stats,
+            )
+
+        return self.commit_batch("sessions", batch_id, closed, apply)
+
+    def commit_alerts(self, batch_id: int, alerts: list[tuple[Any, ...]]) -> bool:
+        """Commit one micro-batch of the ``alerts`` query exactly once.
+
+        ``alerts``: rows in ``alerts`` column order from ``series`` to ``direction``.
+        """
+
+        def apply(conn: sqlite3.Connection) -> None:
+            _keep_latest(
+                conn,
+                "alerts",
+                "batch_id, series, metric, window_start, window_end, value, mean, std, z, "
+                "direction",
+                [(batch_id, *a) for a in alerts],
+                ALERTS_KEPT,
+            )
+
+        return self.commit_batch("alerts", batch_id, len(alerts), apply)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a read query and return rows as dictionaries."""
@@ -306,15 +475,17 @@ class ServingStore:
 
 
 def _keep_latest(
-    conn: sqlite3.Connection, table: str, cols: str, rows: list[tuple[Any, ...]]
+    conn: sqlite3.Connection,
+    table: str,
+    cols: str,
+    rows: list[tuple[Any, ...]],
+    kept: int = EXAMPLES_KEPT,
 ) -> None:
     if not rows:
         return
     marks = ", ".join("?" * len(rows[0]))
     conn.executemany(f"INSERT INTO {table}({cols}) VALUES ({marks})", rows)
-    conn.execute(
-        f"DELETE FROM {table} WHERE seq <= (SELECT MAX(seq) FROM {table}) - {EXAMPLES_KEPT}"
-    )
+    conn.execute(f"DELETE FROM {table} WHERE seq <= (SELECT MAX(seq) FROM {table}) - {kept}")
 
 
 def _now() -> str:
