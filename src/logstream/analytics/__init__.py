@@ -6,6 +6,7 @@ caller has set a watermark; :func:`top_n_per_group` uses a ranking window and is
 DataFrames (in streaming it runs inside ``foreachBatch``).
 """
 
+from logstream.analytics.alerts import anomaly_alerts
 from logstream.analytics.pages import (
     is_content_page,
     page_counts_per_window,
@@ -13,7 +14,7 @@ from logstream.analytics.pages import (
     top_not_found,
     top_urls,
 )
-from logstream.analytics.sessions import sessions
+from logstream.analytics.sessions import duration_quantiles, session_stats_per_window, sessions
 from logstream.analytics.topk import top_n_per_group
 from logstream.analytics.traffic import (
     ERROR_STATUS_MIN,
@@ -25,6 +26,8 @@ from logstream.analytics.traffic import (
     traffic_per_window,
 )
 from logstream.analytics.visitors import (
+    client_counts_per_window,
+    top_clients_per_window,
     top_hosts,
     unique_visitors_per_day,
     visitor_sketches_per_window,
@@ -33,13 +36,18 @@ from logstream.analytics.visitors import (
 __all__ = [
     "ERROR_STATUS_MIN",
     "STATUS_CLASSES",
+    "anomaly_alerts",
+    "client_counts_per_window",
+    "duration_quantiles",
     "general_summary",
     "is_content_page",
     "page_counts_per_window",
+    "session_stats_per_window",
     "sessions",
     "status_class",
     "status_class_counts",
     "status_counts",
+    "top_clients_per_window",
     "top_content_pages_by_day",
     "top_hosts",
     "top_n_per_group",

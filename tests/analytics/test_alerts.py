@@ -1,0 +1,370 @@
+"""Anomaly alerts: the EWMA detector alone, its processor under ``TwsTester``, and streaming
+runs on generated traffic — a flash crowd alerts within 2 minutes, a steady day raises none,
+and idle series leave the state store."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from datetime import timedelta
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.tws_tester import TwsTester
+
+from logstream.analytics import anomaly_alerts
+from logstream.analytics.alerts import (
+    ALERT_COLUMNS,
+    SITE_SERIES,
+    AlertConfig,
+    AlertProcessor,
+    EwmaDetector,
+    ew_update,
+)
+from logstream.errors import ConfigError
+from logstream.generate import FlashCrowd, TrafficConfig, TrafficGenerator
+from logstream.parsing import events, parse, resolve_format
+from tests.pipeline.helpers import write_chunks
+
+MINUTE_MS = 60_000
+RATE_PER_S = 1.5
+IDLE = timedelta(minutes=60)
+CONTENT = ("/", ".html", ".htm")
+
+
+def poisson(rng: random.Random, mean: float) -> int:
+    """A Poisson draw (Knuth's method; small means only)."""
+    limit, k, p = math.exp(-mean), 0, 1.0
+    while True:
+        p *= rng.random()
+        if p <= limit:
+            return k
+        k += 1
+
+
+def feed(det: EwmaDetector, minutes, state=None):
+    """Observe ``(requests, errors)`` minutes; return the final state and every alert."""
+    alerts = []
+    for i, (requests, errors) in enumerate(minutes):
+        state, found = det.observe(state, requests, errors)
+        alerts.extend((i, a) for a in found)
+    return state, alerts
+
+
+# -- the running statistics -------------------------------------------------------------------
+
+
+@given(
+    xs=st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=80),
+    alpha=st.floats(0.01, 1.0),
+)
+def test_ew_update_equals_the_exponentially_weighted_mean_and_variance(xs, alpha):
+    mean = var = 0.0
+    for n, x in enumerate(xs):
+        mean, var = ew_update(n, mean, var, x, alpha)
+    # Reference: weight a_i = max(alpha, 1/i) for the i-th value, decayed by every later
+    # (1 - a_j); the mean and variance are the weighted moments.
+    steps = [max(alpha, 1.0 / i) for i in range(1, len(xs) + 1)]
+    weights = []
+    for i, a in enumerate(steps):
+        w = a
+        for later in steps[i + 1 :]:
+            w *= 1.0 - later
+        weights.append(w)
+    ref_mean = sum(w * x for w, x in zip(weights, xs, strict=True))
+    ref_var = sum(w * (x - ref_mean) ** 2 for w, x in zip(weights, xs, strict=True))
+    assert math.isclose(sum(weights), 1.0, rel_tol=1e-9)
+    assert math.isclose(mean, ref_mean, rel_tol=1e-9, abs_tol=1e-7)
+    assert math.isclose(var, ref_var, rel_tol=1e-7, abs_tol=1e-6)
+
+
+@given(xs=st.lists(st.integers(0, 10_000), min_size=1, max_size=20))
+def test_the_first_values_get_the_exact_mean_and_population_variance(xs):
+    mean = var = 0.0
+    for n, x in enumerate(xs):
+        mean, var = ew_update(n, mean, var, x, alpha=0.05)  # 1/alpha = 20 ≥ len(xs)
+    assert math.isclose(mean, statistics.fmean(xs), rel_tol=1e-12, abs_tol=1e-9)
+    assert math.isclose(var, statistics.pvariance(xs), rel_tol=1e-9, abs_tol=1e-6)
+
+
+# -- the detector ---------------------------------------------------------------------------
+
+
+@settings(max_examples=50)
+@given(
+    requests=st.integers(0, 100_000),
+    error_share=st.floats(0, 1),
+    minutes=st.integers(1, 200),
+    k=st.floats(0.5, 10),
+    alpha=st.floats(0.001, 1),
+    warmup=st.integers(1, 60),
+)
+def test_constant_traffic_never_alerts(requests, error_share, minutes, k, alpha, warmup):
+    det = EwmaDetector(AlertConfig(k=k, alpha=alpha, warmup_minutes=warmup, min_requests=0))
+    errors = round(requests * error_share)
+    _, alerts = feed(det, [(requests, errors)] * minutes)
+    assert alerts == []
+
+
+def test_a_spike_alerts_after_the_warm_up_and_not_during_it():
+    rng = random.Random(1)
+    steady = [(poisson(rng, 100 * 0.05) + 95, 0) for _ in range(40)]  # 95–105 requests
+    det = EwmaDetector(AlertConfig(warmup_minutes=30))
+    _, early = feed(det, [*steady[:10], (400, 0)])
+    assert early == []
+    _, alerts = feed(det, [*steady, (400, 0)])
+    assert [(i, a.metric, a.direction) for i, a in alerts] == [(40, "requests", "spike")]
+    (_, alert) = alerts[0]
+    # The minute is scored before it is folded in: mean and std are those of the 40 steady
+    # minutes, and the deviation is floored at the Poisson √mean (their own spread is ~2).
+    assert 95 <= alert.mean <= 105
+    assert alert.std == pytest.approx(math.sqrt(alert.mean))
+    assert alert.z == pytest.approx((400 - alert.mean) / alert.std)
+
+
+def test_a_rare_page_needs_min_requests_to_alert():
+    det = EwmaDetector(AlertConfig(min_requests=20))
+    quiet = [(1 if i % 5 == 0 else 0, 0) for i in range(60)]  # a hit every 5 minutes
+    _, small = feed(det, [*quiet, (19, 0)])
+    assert small == []  # z ≈ 19, but only 19 requests
+    _, big = feed(det, [*quiet, (20, 0)])
+    assert [(i, a.direction) for i, a in big] == [(60, "spike")]
+
+
+def test_a_drop_alerts_only_when_the_expected_count_reaches_min_requests():
+    det = EwmaDetector(AlertConfig(min_requests=20))
+    _, site = feed(det, [(100, 0)] * 40 + [(0, 0)])
+    assert [(i, a.metric, a.direction, a.value) for i, a in site] == [(40, "requests", "drop", 0.0)]
+    _, page = feed(det, [(15, 0)] * 40 + [(0, 0)])  # z = -15/√15 ≈ -3.9 and mean < 20
+    assert page == []
+
+
+def test_error_rate_alerts_upward_only_and_needs_min_errors():
+    det = EwmaDetector(AlertConfig(min_errors=10))
+    steady = [(1000, 3)] * 40  # 0.3 % server errors
+    _, spike = feed(det, [*steady, (1000, 80)])
+    assert [(i, a.metric, a.direction) for i, a in spike] == [(40, "error_rate", "spike")]
+    (_, alert) = spike[0]
+    assert alert.value == pytest.approx(0.08)
+    assert alert.std == pytest.approx(0.01)  # the absolute floor beats √(p(1-p)/n) ≈ 0.0017
+    _, few = feed(det, [*steady, (100, 9)])  # 9 % of 100, but only 9 errors
+    assert [a.metric for _, a in few] == ["requests"]  # a drop from 1000 to 100, no error_rate
+    _, healthier = feed(det, [(1000, 300)] * 40 + [(1000, 0)])  # 30 % → 0 %: not an alert
+    assert healthier == []
+
+
+def test_a_long_flash_crowd_keeps_alerting_then_the_baseline_adapts():
+    det = EwmaDetector()
+    rng = random.Random(7)
+    before = [(90 + rng.randint(-9, 9), 0) for _ in range(60)]
+    crowd = [(720 + rng.randint(-20, 20), 0) for _ in range(10)]
+    after = [(90 + rng.randint(-9, 9), 0) for _ in range(60)]
+    _, alerts = feed(det, [*before, *crowd, *after])
+    minutes = [i for i, _ in alerts]
+    # Clipped folding: several consecutive minutes alert, not just the first one ...
+    assert minutes[:3] == [60, 61, 62]
+    assert minutes == list(range(60, 60 + len(minutes)))
+    # ... yet the deviation grows, so a lasting level is learnt before the crowd ends, and
+    # the return to normal is no "drop".
+    assert len(minutes) < 10
+    assert all(a.direction == "spike" for _, a in alerts)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("k", 0), ("alpha", 0), ("alpha", 1.5), ("warmup_minutes", 0), ("min_errors", -1)],
+)
+def test_a_bad_parameter_names_itself_and_its_value(field, value):
+    with pytest.raises(ConfigError, match=f"{field}={value}"):
+        AlertConfig(**{field: value})
+    with pytest.raises(ConfigError, match=f"{field}={value}"):
+        anomaly_alerts(None, **{field: value})  # checked before the DataFrame is touched
+
+
+# -- the processor, without Spark -------------------------------------------------------------
+
+T0 = 28_000_000 * MINUTE_MS  # a minute boundary in 2023
+
+
+def minute_rows(minute: int, requests: int, errors: int = 0) -> pd.DataFrame:
+    start = T0 + minute * MINUTE_MS
+    return pd.DataFrame(
+        {
+            "event_time": [pd.Timestamp(start + 1000, unit="ms")] * requests,
+            "minute_ms": [start] * requests,
+            "is_error": [1] * errors + [0] * (requests - errors),
+        }
+    )
+
+
+def make_tester(**config) -> TwsTester:
+    return TwsTester(
+        AlertProcessor(AlertConfig(**config)),
+        timeMode="EventTime",
+        eventTimeExtractor=lambda row: int(row["minute_ms"]) + 1000,
+    )
+
+
+def test_the_processor_scores_a_minute_once_the_watermark_passes_its_end():
+    t = make_tester(warmup_minutes=3, min_requests=5)
+    for m in range(5):
+        assert t.testInPandas("site", minute_rows(m, 10)).empty
+    assert t.testInPandas("site", minute_rows(5, 50)).empty
+    assert t.setWatermark(T0 + 5 * MINUTE_MS).empty  # minutes 0–4 scored, all normal
+    assert t.peekValueState("series", "site")[0] == 5
+    out = t.setWatermark(T0 + 6 * MINUTE_MS - 1)
+    assert out.empty  # minute 5 is not over yet
+    out = t.setWatermark(T0 + 6 * MINUTE_MS)
+    assert out[["series", "metric", "direction", "value"]].values.tolist() == [
+        ["site", "requests", "spike", 50.0]
+    ]
+    assert out["window_start_ms"].tolist() == [T0 + 5 * MINUTE_MS]
+    assert out["window_end_ms"].tolist() == [T0 + 6 * MINUTE_MS]
+    assert out["z"].iloc[0] == pytest.approx((50 - 10) / math.sqrt(10))
+
+
+def test_silent_minutes_count_as_zero_requests():
+    t = make_tester()
+    for m in (0, 1, 2, 6):
+        t.testInPandas("/a.html", minute_rows(m, 3))
+    t.setWatermark(T0 + 7 * MINUTE_MS)
+    state = t.peekValueState("series", "/a.html")
+    n, req_mean = state[0], state[1]
+    assert n == 7  # minutes 0–6, of which 3, 4 and 5 had no requests
+    assert req_mean == pytest.approx(statistics.fmean([3, 3, 3, 0, 0, 0, 3]))
+
+
+def test_an_idle_series_is_forgotten_with_its_timer():
+    t = make_tester(idle_timeout_minutes=60)
+    t.testInPandas("/a.html", minute_rows(0, 3))
+    t.testInPandas("site", minute_rows(0, 3))
+    t.setWatermark(T0 + MINUTE_MS)
+    t.testInPandas("site", minute_rows(30, 3))
+    t.setWatermark(T0 + 61 * MINUTE_MS - 1)
+    assert t.peekValueState("series", "/a.html") is not None
+    t.setWatermark(T0 + 61 * MINUTE_MS)  # 60 minutes after the end of its last minute
+    assert t.peekValueState("series", "/a.html") is None
+    assert t.peekValueState("series", "site") is not None  # seen at minute 30
+    t.handle.setGroupingKey("/a.html")
+    assert list(t.handle.listTimers()) == []
+    t.handle.setGroupingKey("site")
+    assert list(t.handle.listTimers()) == [T0 + 91 * MINUTE_MS]
+    t.setWatermark(T0 + 91 * MINUTE_MS)
+    assert t.peekValueState("series", "site") is None
+
+
+# -- streaming runs on generated traffic -------------------------------------------------------
+
+
+def run_stream(spark, tmp, config: TrafficConfig, per_file: int, name: str):
+    """Generate, write chunk files, run :func:`anomaly_alerts` to the end (availableNow)."""
+    gen = TrafficGenerator(config)
+    lines = list(gen)
+    write_chunks([line.text for line in lines], tmp / "in", per_file=per_file)
+    raw = (
+        spark.readStream.option("maxFilesPerTrigger", 1)
+        .text(str(tmp / "in"))
+        .select("value", F.col("_metadata.file_path").alias("source_file"))
+    )
+    ev = events(parse(raw, resolve_format(config.log_format)))
+    alerts = anomaly_alerts(ev.withWatermark("event_time", "10 minutes"))
+    query = (
+        alerts.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+        progress = query.recentProgress
+    finally:
+        query.stop()
+    rows = spark.table(name).orderBy("window_start", "series", "metric").collect()
+    return gen, lines, rows, progress
+
+
+def watermark_of(progress) -> pd.Timestamp:
+    return pd.Timestamp(progress[-1]["eventTime"]["watermark"]).tz_localize(None)
+
+
+@pytest.fixture(scope="module")
+def flash_run(spark, tmp_path_factory):
+    crowd = FlashCrowd(start_offset_s=3 * 3600 + 20, duration_s=600, multiplier=8)
+    config = TrafficConfig(
+        rate_per_s=RATE_PER_S,
+        duration_s=4 * 3600,
+        seed=3,
+        flash_crowds=(crowd,),
+        log_format="common",
+    )
+    tmp = tmp_path_factory.mktemp("alerts_flash")
+    gen, _, rows, progress = run_stream(spark, tmp, config, per_file=8000, name="alerts_flash")
+    start = pd.Timestamp(config.start).tz_convert(None) + pd.Timedelta(seconds=crowd.start_offset_s)
+    return gen.flash_pages[0], start, rows, progress
+
+
+@pytest.fixture(scope="module")
+def steady_day(spark, tmp_path_factory):
+    config = TrafficConfig(rate_per_s=RATE_PER_S, duration_s=24 * 3600, seed=3, log_format="common")
+    tmp = tmp_path_factory.mktemp("alerts_day")
+    _, lines, rows, progress = run_stream(spark, tmp, config, per_file=33_000, name="alerts_day")
+    return config, lines, rows, progress, tmp / "checkpoint"
+
+
+def test_alerts_have_the_documented_columns(flash_run, spark):
+    assert tuple(spark.table("alerts_flash").columns) == ALERT_COLUMNS
+    assert dict(spark.table("alerts_flash").dtypes)["window_start"] == "timestamp"
+
+
+def test_a_flash_crowd_raises_an_alert_within_two_minutes_naming_its_page(flash_run):
+    page, start, rows, _ = flash_run
+    assert rows, "the flash crowd raised no alert"
+    first = pd.Timestamp(rows[0].window_start)
+    assert -pd.Timedelta(minutes=1) < first - start <= pd.Timedelta(minutes=2)
+    page_alerts = [r for r in rows if r.series == page]
+    assert page_alerts, f"no alert for the crowd's page {page}"
+    assert pd.Timestamp(page_alerts[0].window_start) - start <= pd.Timedelta(minutes=2)
+    # Nothing else alerted: only the site and the crowd's page, only spikes of requests,
+    # only during the 10 minutes of the crowd.
+    assert {r.series for r in rows} == {SITE_SERIES, page}
+    assert {(r.metric, r.direction) for r in rows} == {("requests", "spike")}
+    end = start + pd.Timedelta(minutes=10)
+    assert all(start - pd.Timedelta(minutes=1) < pd.Timestamp(r.window_start) < end for r in rows)
+    assert all(r.z > 5 and r.value >= 20 for r in rows)
+
+
+def test_a_steady_day_raises_no_alert(steady_day):
+    config, _, rows, progress = steady_day[:4]
+    assert rows == []
+    # ... over the whole day: the final no-data micro-batch took the watermark to the last
+    # quarter hour (that the site series scored every minute is checked below).
+    assert watermark_of(progress) >= pd.Timestamp(config.start).tz_convert(None) + pd.Timedelta(
+        hours=23, minutes=45
+    )
+
+
+def test_state_holds_only_the_series_seen_within_the_idle_timeout(spark, steady_day):
+    config, lines, _, progress, checkpoint = steady_day
+    watermark = watermark_of(progress)
+    start = pd.Timestamp(config.start).tz_convert(None)
+    last_end: dict[str, pd.Timestamp] = {}
+    for line in lines:
+        end = pd.Timestamp(int(line.event_s) // 60 * 60 + 60, unit="s")
+        last_end[SITE_SERIES] = end
+        path = line.text.split('"')[1].split(" ")[1].split("?")[0]
+        if path.lower().endswith(CONTENT):
+            last_end[path] = end
+    expected = {s for s, end in last_end.items() if end + IDLE > watermark}
+    state = spark.read.format("statestore").option("stateVarName", "series").load(str(checkpoint))
+    stored = {r.key.series: r.value for r in state.collect()}
+    assert set(stored) == expected
+    assert len(set(last_end) - expected) >= 100  # pages seen earlier in the day, forgotten
+    minutes_scored = (watermark - start) // pd.Timedelta(minutes=1)
+    assert stored[SITE_SERIES].n == minutes_scored
+    timers = spark.read.format("statestore").option("readRegisteredTimers", "true")
+    assert timers.load(str(checkpoint)).count() == len(expected)  # one timer per series
