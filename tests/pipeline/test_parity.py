@@ -1,16 +1,21 @@
-"""The NASA day streamed in chunks gives the same windows as the batch computation."""
+"""The NASA day streamed in chunks gives the same windows, sessions and heavy hitters as the
+batch computation (and, for sessions, as a plain-Python sessionization)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from pyspark.sql import functions as F
+from tests import oracle
+from tests.analytics.test_sessions import python_sessions
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 from logstream import analytics
 from logstream.parsing import compile_format, events, parse
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
-from logstream.sources import read_lines
+from logstream.sources import drop_duplicate_lines, read_lines
 
 TRAFFIC_COLS = [
     "window_start",
@@ -35,7 +40,9 @@ def streamed(spark, nasa_day, tmp_path_factory):
         pipeline.run()
     finally:
         pipeline.stop()
-    batch_events = events(parse(read_lines(spark, [nasa_day]), compile_format("common")))
+    # the stream counts the 10 lines the NASA day holds twice once: so does the batch side
+    lines = drop_duplicate_lines(read_lines(spark, [nasa_day]))
+    batch_events = events(parse(lines, compile_format("common")))
     return tmp, pipeline, batch_events
 
 
@@ -73,7 +80,12 @@ def test_serving_store_holds_every_window_including_open_ones(spark, streamed):
     )
     expected = {tuple(r) for r in batch.collect()}
     assert {tuple(v for k, v in r.items() if k != "window_end") for r in rows} == expected
-    assert store.counters() == {"events": 35272, "late_events": 0, "quarantined": 0}
+    assert store.counters() == {
+        "events": 35262,
+        "late_events": 0,
+        "quarantined": 0,
+        "duplicates": 10,
+    }
     top = store.query(
         "SELECT url_path, requests FROM trending_pages WHERE window_start = "
         "'1995-07-10T03:00:00Z' ORDER BY requests DESC, url_path LIMIT 1"
@@ -130,4 +142,95 @@ def test_no_event_was_dropped_silently_by_a_window_query(streamed):
         if r["dropped_by_watermark"] is not None
     ]
     assert dropped and sum(dropped) == 0
-    assert pipeline.totals.events == 35272
+    assert pipeline.totals.events == 35262
+
+
+def _watermark(pipeline, name):
+    query = next(q for q in pipeline.queries if q.name == name)
+    return query.lastProgress["eventTime"]["watermark"]
+
+
+def test_closed_sessions_equal_a_plain_python_sessionization(spark, streamed, nasa_day):
+    tmp, pipeline, _ = streamed
+    refs, _ = oracle.parse_file(nasa_day)
+    unique, seen = [], set()
+    for line, ref in zip(oracle.read_lines(nasa_day), refs, strict=True):
+        if line not in seen:  # the stream counts a repeated line once
+            seen.add(line)
+            unique.append(ref)
+    watermark = spark.sql(
+        f"SELECT unix_seconds(timestamp'{_watermark(pipeline, 'sessions')}') AS w"
+    ).first()["w"]
+    # a session is emitted once the watermark passes its last request + the 30-minute gap
+    expected = Counter(s for s in python_sessions(unique) if s[2] + 1800 < watermark)
+    got = Counter(
+        tuple(r)
+        for r in spark.read.parquet(str(tmp / "out" / "sessions"))
+        .select(
+            "client_host",
+            F.unix_seconds("session_start"),
+            F.unix_seconds("session_end"),
+            "requests",
+            "pages",
+            "bytes",
+            "entry_page",
+            "exit_page",
+            "bounce",
+        )
+        .collect()
+    )
+    assert sum(expected.values()) > 2500
+    assert got == expected
+
+
+def test_session_statistics_in_the_store_match_the_sessions_output(spark, streamed):
+    tmp, _, _ = streamed
+    closed = spark.read.parquet(str(tmp / "out" / "sessions"))
+    exact = {
+        r["w"]: r
+        for r in closed.groupBy(
+            F.date_format(
+                F.window("session_start", "1 hour").start, "yyyy-MM-dd'T'HH:mm:ss'Z'"
+            ).alias("w")
+        )
+        .agg(
+            F.count("*").alias("n"),
+            F.count_if("bounce").alias("bounces"),
+            F.percentile("duration_s", 0.5).alias("median"),
+            F.collect_list("duration_s").alias("durations"),
+        )
+        .collect()
+    }
+    store = ServingStore(tmp / "store.db", read_only=True)
+    stats = {r["window_start"]: r for r in store.query("SELECT * FROM session_stats")}
+    assert stats.keys() == exact.keys() and len(stats) >= 20
+    for w, row in stats.items():
+        assert (row["sessions"], row["bounces"]) == (exact[w]["n"], exact[w]["bounces"])
+        # the KLL median is an element whose rank is within 1.3 % (k=200) of the middle
+        durations = sorted(exact[w]["durations"])
+        rank = sum(d <= row["median_duration_s"] for d in durations) / len(durations)
+        assert abs(rank - 0.5) <= 0.02 + 1 / len(durations), (w, rank)
+
+
+def test_top_clients_per_final_window_equal_the_batch_ranking(spark, streamed):
+    tmp, pipeline, ev = streamed
+    got = spark.read.parquet(str(tmp / "out" / "top_clients")).drop("batch_id")
+    counts = analytics.client_counts_per_window(ev, "5 minutes")
+    watermark = _watermark(pipeline, "top_clients")
+    final = counts.where(F.col("window_end") <= F.lit(watermark).cast("timestamp"))
+    expected = analytics.top_clients_per_window(final, 10)
+    assert got.count() == expected.count() > 2000
+    assert got.exceptAll(expected).count() == 0 and expected.exceptAll(got).count() == 0
+    # an independent check of one window: the busiest client of 12:00-12:05 UTC
+    busiest = (
+        ev.where(F.col("event_time").between("1995-07-09 12:00:00", "1995-07-09 12:04:59"))
+        .groupBy("client_host")
+        .count()
+        .orderBy(F.desc("count"), "client_host")
+        .first()
+    )
+    top = got.where(
+        (F.col("window_start") == F.lit("1995-07-09 12:00:00").cast("timestamp"))
+        & (F.col("rank_requests") == 1)
+    ).first()
+    assert (top["client_host"], top["requests"]) == (busiest["client_host"], busiest["count"])

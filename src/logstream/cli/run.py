@@ -81,6 +81,7 @@ def _progress_printer(ref: list[Any]) -> Any:
             f"{row['batch_duration_ms']:,} ms; watermark {watermark or '-'}; "
             f"state rows {row.get('state_rows') or 0:,}; events {totals.events:,}, "
             f"late {totals.late_events:,}, quarantined {totals.quarantined:,}"
+            + (f"; {dups:,} duplicates dropped" if (dups := row.get("duplicates_dropped")) else "")
         )
 
     return show
@@ -174,6 +175,44 @@ def run(
             "(print trending pages per micro-batch, as in the book).",
         ),
     ] = "parquet",
+    dedup: Annotated[
+        bool,
+        typer.Option(
+            "--dedup/--keep-duplicates",
+            help="Count a line delivered again (a shipper's retry) once: identical lines "
+            "arriving within the watermark delay of each other are dropped and counted.",
+        ),
+    ] = True,
+    session_gap: Annotated[
+        str, typer.Option("--session-gap", help="Inactivity that ends a visitor's session.")
+    ] = "30 minutes",
+    session_stats_window: Annotated[
+        str,
+        typer.Option(
+            "--session-stats-window",
+            help="Tumbling window (by session start) of session count, median and p95 duration.",
+        ),
+    ] = "1 hour",
+    clients_window: Annotated[
+        str,
+        typer.Option(
+            "--clients-window", help="Tumbling window of the top clients by requests and bytes."
+        ),
+    ] = "5 minutes",
+    alert_sigma: Annotated[
+        float,
+        typer.Option(
+            "--alert-sigma",
+            help="Alert when a minute's requests or error rate is this many standard "
+            "deviations from its running mean.",
+        ),
+    ] = 5.0,
+    alert_warmup: Annotated[
+        str,
+        typer.Option(
+            "--alert-warmup", help="Observed minutes before a series (site or page) may alert."
+        ),
+    ] = "30 minutes",
     dashboard: Annotated[
         bool | None,
         typer.Option(
@@ -286,6 +325,12 @@ def run(
                 trigger=v["trigger"],
                 max_files_per_trigger=v["max_files_per_trigger"],
                 sink=v["sink"],
+                dedup=v["dedup"],
+                session_gap=v["session_gap"],
+                session_stats_window=v["session_stats_window"],
+                clients_window=v["clients_window"],
+                alert_sigma=v["alert_sigma"],
+                alert_warmup=v["alert_warmup"],
             )
             pipeline = Pipeline(spark, cfg, on_progress=printer)
             ref.append(pipeline)
@@ -318,7 +363,9 @@ def run(
         if owns_session:  # drain Spark's listener bus before Python goes away
             spark.stop()
     t = pipeline.totals
+    duplicates = pipeline.store.counters()["duplicates"]
     _console.print(
         f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
-        f"quarantined in {t.batches} micro-batches; {outputs}"
+        f"quarantined, {duplicates:,} duplicate lines dropped in {t.batches} micro-batches; "
+        f"{outputs}"
     )

@@ -66,7 +66,8 @@ class PipelineConfig(BaseModel):
         As ``logstream batch --format``; ``auto`` detects from the first file of ``input_dir``.
     output_dir : Path
         Root of the Parquet outputs: ``events``, ``late_events``, ``quarantine``,
-        ``traffic_per_minute``, ``trending_pages``, ``unique_visitors``.
+        ``traffic_per_minute``, ``trending_pages``, ``unique_visitors``, ``sessions``,
+        ``top_clients``, ``alerts``.
     state_dir : Path
         Root of the checkpoints, one sub-directory per query.
     store : str
@@ -93,6 +94,20 @@ class PipelineConfig(BaseModel):
     sink : {"parquet", "console"}
         ``parquet`` runs the full pipeline; ``console`` prints trending pages per
         micro-batch for exploration (no outputs, no store).
+    dedup : bool
+        Count a line delivered again (a shipper's retry) once: identical lines arriving within
+        the watermark delay of each other are dropped (default True; see
+        :mod:`logstream.sources.dedup`).
+    session_gap : str
+        Inactivity after which a visitor's session ends (default ``30 minutes``).
+    session_stats_window : str
+        Tumbling window (by session start) of the session statistics (default ``1 hour``).
+    clients_window : str
+        Tumbling window of the top clients by requests and bytes (default ``5 minutes``).
+    alert_sigma : float
+        Standard deviations from the running mean that make a minute an alert (default 5).
+    alert_warmup : str
+        Minutes a series is observed before it may alert (default ``30 minutes``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
@@ -115,9 +130,23 @@ class PipelineConfig(BaseModel):
     trigger: str = "5 seconds"
     max_files_per_trigger: int | None = Field(default=None, ge=1)
     sink: Literal["parquet", "console"] = "parquet"
+    dedup: bool = True
+    session_gap: str = "30 minutes"
+    session_stats_window: str = "1 hour"
+    clients_window: str = "5 minutes"
+    alert_sigma: float = Field(default=5.0, gt=0, le=100)
+    alert_warmup: str = "30 minutes"
 
     @field_validator(
-        "watermark", "traffic_window", "trending_window", "trending_slide", "store_retention"
+        "watermark",
+        "traffic_window",
+        "trending_window",
+        "trending_slide",
+        "store_retention",
+        "session_gap",
+        "session_stats_window",
+        "clients_window",
+        "alert_warmup",
     )
     @classmethod
     def _interval(cls, value: str) -> str:

@@ -13,9 +13,10 @@ source and parses). For micro-batch ``N`` it:
 4. publishes on-time events to ``events/``, late events (with the watermark they missed) to
    ``late_events/`` and unparseable lines to ``quarantine/`` — each one Parquet file per batch,
    atomically (:func:`logstream.sinks.publish_batch`);
-5. adds the batch's per-window counts (traffic, trending pages, visitor sketches) and its
-   counters and examples to the serving store in one transaction, with the batch id in the
-   ledger (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
+5. adds the batch's per-window counts (traffic, trending pages, visitor sketches, requests
+   and bytes per client) and its counters and examples to the serving store in one
+   transaction, with the batch id in the ledger
+   (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
 
 Why the window queries read ``events/`` and not the source: Spark drops rows behind the
 watermark *silently*, and which rows it drops depends on micro-batch boundaries and on whether
@@ -57,6 +58,13 @@ def _iso_ms(epoch_ms: int) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _reaching(on_time: DataFrame, horizon_ms: int, window: str) -> DataFrame:
+    """The events that can reach a window ending after ``horizon_ms``: dropping the others
+    first spares the window expansion (5-fold for sliding windows) on backfills."""
+    window_ms = int(interval_seconds(window) * 1000)
+    return on_time.where(F.col("event_time") > F.timestamp_millis(F.lit(horizon_ms - window_ms)))
+
+
 def iso(col: Column | str) -> Column:
     """Format a timestamp column as ISO 8601 UTC text (``1995-07-09T04:00:00Z``)."""
     c = F.col(col) if isinstance(col, str) else col
@@ -86,11 +94,11 @@ class IngestStage:
         The serving store (ledger, live views).
     watermark_ms : int
         The watermark delay, milliseconds.
-    traffic_window, trending_window, trending_slide : str
+    traffic_window, trending_window, trending_slide, clients_window : str
         Spark interval strings of the live views.
     retention_ms : int
-        Trending-page windows ending this long (ms) before the newest event are not written
-        to, and are pruned from, the store.
+        Trending-page and client windows ending this long (ms) before the newest event are
+        not written to, and are pruned from, the store.
 
     Notes
     -----
@@ -106,6 +114,7 @@ class IngestStage:
         trending_window: str = "300 seconds",
         trending_slide: str = "60 seconds",
         retention_ms: int = 2 * 3600 * 1000,
+        clients_window: str = "300 seconds",
     ) -> None:
         self.output_dir = output_dir
         self.store = store
@@ -114,6 +123,7 @@ class IngestStage:
         self.trending_window = trending_window
         self.trending_slide = trending_slide
         self.retention_ms = retention_ms
+        self.clients_window = clients_window
         self.totals = IngestTotals()
 
     def watermark_for_next_batch(self) -> int | None:
@@ -227,19 +237,26 @@ class IngestStage:
             ).collect()
         ]
         horizon_ms = newest - self.retention_ms
-        # only events after (horizon - window length) reach a window ending after the horizon:
-        # dropping the others first spares the 5-fold sliding-window expansion on backfills
-        window_ms = int(interval_seconds(self.trending_window) * 1000)
-        recent = on_time.where(
-            F.col("event_time") > F.timestamp_millis(F.lit(horizon_ms - window_ms))
-        )
-        pages = analytics.page_counts_per_window(recent, self.trending_window, self.trending_slide)
-        pages = pages.where(F.col("window_end") > F.timestamp_millis(F.lit(horizon_ms)))
+        horizon = F.timestamp_millis(F.lit(horizon_ms))
+        pages = analytics.page_counts_per_window(
+            _reaching(on_time, horizon_ms, self.trending_window),
+            self.trending_window,
+            self.trending_slide,
+        ).where(F.col("window_end") > horizon)
         write.prune_trending_before = _iso_ms(horizon_ms)
         write.pages = [
             (r[0], r[1], r[2], r[3])
             for r in pages.select(
                 iso("window_start"), iso("window_end"), "url_path", "requests"
+            ).collect()
+        ]
+        clients = analytics.client_counts_per_window(
+            _reaching(on_time, horizon_ms, self.clients_window), self.clients_window
+        ).where(F.col("window_end") > horizon)
+        write.clients = [
+            (r[0], r[1], r[2], int(r[3]), int(r[4]))
+            for r in clients.select(
+                iso("window_start"), iso("window_end"), "client_host", "requests", "bytes"
             ).collect()
         ]
         write.visitors = self._merged_sketches(on_time, newest)

@@ -14,7 +14,19 @@ query                  what it does                                sink, guarant
                        content page per sliding window             append
 ``unique_visitors``    ``events/`` → watermark → HLL sketch per    Parquet file sink,
                        window                                      append
+``sessions``           ``events/`` → watermark → session window    ``foreachBatch``:
+                       per visitor (:func:`~logstream.analytics.   batch-id publish +
+                       sessions`)                                  store ledger
+``top_clients``        ``events/`` → watermark → requests, bytes   ``foreachBatch``:
+                       per client and window → top clients         batch-id publish
+``alerts``             ``events/`` → watermark → per-minute        ``foreachBatch``:
+                       series → ``transformWithStateInPandas``     batch-id publish +
+                       (:func:`~logstream.analytics.               store ledger
+                       anomaly_alerts`)
 =====================  ==========================================  ===================
+
+The ingest query drops lines delivered twice first (:mod:`logstream.sources.dedup`), unless
+``dedup`` is off.
 
 With ``--trigger available-now`` the ingest query runs to completion first, then the window
 queries, so a backfill is deterministic. With a processing-time trigger all run together.
@@ -37,16 +49,25 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructField, StructType, TimestampType
 
 from logstream import analytics
+from logstream.analytics.alerts import anomaly_alerts
 from logstream.errors import LogFormatError
 from logstream.monitoring import ProgressListener
 from logstream.parsing import CompiledFormat, events, parse, resolve_format
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.ingest import INGEST_QUERY, IngestStage, IngestTotals
+from logstream.pipeline.outputs import (
+    ALERTS_QUERY,
+    SESSIONS_QUERY,
+    TOP_CLIENTS_QUERY,
+    AlertsSink,
+    SessionsSink,
+    TopClientsSink,
+)
 from logstream.replay import open_log
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from logstream.serving import ServingStore
 from logstream.sinks import ensure_schema
-from logstream.sources import stream_lines
+from logstream.sources import drop_duplicate_lines, stream_lines
 
 __all__ = ["Pipeline", "detect_file_format", "detect_stream_format"]
 
@@ -116,6 +137,11 @@ class Pipeline:
                 "trending_window": self.cfg.trending_window,
                 "trending_slide": self.cfg.trending_slide,
                 "top": str(self.cfg.top),
+                "dedup": str(self.cfg.dedup).lower(),
+                "session_gap": self.cfg.session_gap,
+                "session_stats_window": self.cfg.session_stats_window,
+                "clients_window": self.cfg.clients_window,
+                "alert_sigma": str(self.cfg.alert_sigma),
             }
         )
         self.ingest = IngestStage(
@@ -126,6 +152,7 @@ class Pipeline:
             self.cfg.trending_window,
             self.cfg.trending_slide,
             int(interval_seconds(self.cfg.store_retention) * 1000),
+            self.cfg.clients_window,
         )
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)
@@ -154,7 +181,10 @@ class Pipeline:
             ("quarantine", QUARANTINE_SCHEMA),
         ):
             ensure_schema(self.spark, self.cfg.output_dir / sub, schema)
-        parsed = parse(stream_lines(self.spark, self.cfg), self.fmt)
+        lines = stream_lines(self.spark, self.cfg)
+        if self.cfg.dedup:
+            lines = drop_duplicate_lines(lines, self.cfg.watermark)
+        parsed = parse(lines, self.fmt)
         writer = (
             parsed.writeStream.queryName(INGEST_QUERY)
             .foreachBatch(self.ingest)
@@ -184,8 +214,32 @@ class Pipeline:
             "unique_visitors": analytics.visitor_sketches_per_window(ev, self.cfg.traffic_window),
         }
 
+    def stateful_frames(self) -> dict[str, tuple[DataFrame, Callable[[DataFrame, int], None]]]:
+        """The stateful queries written through ``foreachBatch``: frame and writer by name."""
+        ev = self.on_time_events()
+        cfg = self.cfg
+        return {
+            SESSIONS_QUERY: (
+                analytics.sessions(ev, cfg.session_gap),
+                SessionsSink(cfg.output_dir, self.store, cfg.session_stats_window),
+            ),
+            TOP_CLIENTS_QUERY: (
+                analytics.client_counts_per_window(ev, cfg.clients_window),
+                TopClientsSink(cfg.output_dir, cfg.top),
+            ),
+            ALERTS_QUERY: (
+                anomaly_alerts(
+                    ev,
+                    k=cfg.alert_sigma,
+                    warmup_minutes=int(interval_seconds(cfg.alert_warmup) // 60),
+                ),
+                AlertsSink(cfg.output_dir, self.store),
+            ),
+        }
+
     def start_windows(self) -> list[StreamingQuery]:
-        """Start the window queries, each writing Parquet in append mode."""
+        """Start the window queries (Parquet file sinks) and the stateful ``foreachBatch``
+        queries, all in append mode."""
         started = []
         for name, frame in self.window_frames().items():
             writer = (
@@ -193,12 +247,18 @@ class Pipeline:
                 .format("parquet")
                 .outputMode("append")
                 .option("path", str(self.cfg.output_dir / name))
-                .option("checkpointLocation", self._checkpoint(name))
             )
-            query = self._trigger(writer).start()
-            self.queries.append(query)
-            started.append(query)
+            started.append(self._start(name, writer))
+        for name, (frame, sink) in self.stateful_frames().items():
+            writer = frame.writeStream.queryName(name).outputMode("append").foreachBatch(sink)
+            started.append(self._start(name, writer))
         return started
+
+    def _start(self, name: str, writer: Any) -> StreamingQuery:
+        writer = writer.option("checkpointLocation", self._checkpoint(name))
+        query = self._trigger(writer).start()
+        self.queries.append(query)
+        return query
 
     def start_console(self) -> StreamingQuery:
         """The book's exploration query: trending pages per window printed per micro-batch."""

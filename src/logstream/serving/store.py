@@ -21,7 +21,9 @@ Tables
 ``trending_pages(window_start, window_end, url_path, requests)``
 ``unique_visitors(window_start, window_end, visitors, sketch)``: ``sketch`` (HLL) only while
 the window is open, null once final
-``counters(name, value)``: ``events``, ``late_events``, ``quarantined``
+``counters(name, value)``: ``events``, ``late_events``, ``quarantined``, ``duplicates``
+``dedup_batches(batch_id, dropped)``: lines dropped as duplicates per ingest micro-batch,
+from the progress rows (:meth:`ServingStore.record_progress`)
 ``late_examples(seq, batch_id, event_time, watermark, client_host, url_path, source_file)``
 ``quarantine_examples(seq, batch_id, raw_line, source_file, reason)``
 ``progress(seq, query, batch_id, timestamp, input_rows_per_s, processed_rows_per_s,
@@ -91,6 +93,7 @@ CREATE TABLE IF NOT EXISTS progress (
     input_rows_per_s REAL, processed_rows_per_s REAL, batch_duration_ms INTEGER,
     num_input_rows INTEGER, watermark TEXT, max_event_time TEXT, state_rows INTEGER,
     state_memory_bytes INTEGER, dropped_by_watermark INTEGER, duplicates_dropped INTEGER);
+CREATE TABLE IF NOT EXISTS dedup_batches (batch_id INTEGER PRIMARY KEY, dropped INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS top_clients (
     window_start TEXT NOT NULL, window_end TEXT NOT NULL, client_host TEXT NOT NULL,
     requests INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (window_start, client_host));
@@ -323,17 +326,36 @@ class ServingStore:
             conn.close()
 
     def record_progress(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Append streaming-query progress rows (from the listener)."""
+        """Append streaming-query progress rows (from the listener).
+
+        The ``duplicates_dropped`` of an ingest micro-batch is added to the ``duplicates``
+        counter once per batch id (``dedup_batches``): a batch replayed after a crash drops
+        the same rows again and reports them again, and is not counted twice.
+        """
         cols = (
             "query", "batch_id", "timestamp", "input_rows_per_s", "processed_rows_per_s",
             "batch_duration_ms", "num_input_rows", "watermark", "max_event_time", "state_rows",
             "state_memory_bytes", "dropped_by_watermark", "duplicates_dropped",
         )  # fmt: skip
+        rows = list(rows)
         with self.connection() as conn, conn:
             conn.executemany(
                 f"INSERT INTO progress({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [tuple(r.get(c) for c in cols) for r in rows],
             )
+            for r in rows:
+                if r.get("query") != "ingest" or not r.get("duplicates_dropped"):
+                    continue
+                new = conn.execute(
+                    "INSERT OR IGNORE INTO dedup_batches(batch_id, dropped) VALUES (?, ?)",
+                    (r["batch_id"], r["duplicates_dropped"]),
+                ).rowcount
+                if new:
+                    conn.execute(
+                        "INSERT INTO counters(name, value) VALUES ('duplicates', ?) "
+                        "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                        (r["duplicates_dropped"],),
+                    )
 
     # -- reading side ------------------------------------------------------------------
 
@@ -341,17 +363,12 @@ class ServingStore:
         """``events``, ``late_events``, ``quarantined``, ``duplicates`` totals (0 when absent).
 
         ``duplicates`` (lines dropped as copies) comes from the deduplication operator's
-        metric in the ingest query's progress, counted once per micro-batch id; the others
-        from the ledgered counters.
+        metric in the ingest query's progress (see :meth:`record_progress`); the others from
+        the ledgered micro-batches.
         """
-        base = {"events": 0, "late_events": 0, "quarantined": 0}
+        base = {"events": 0, "late_events": 0, "quarantined": 0, "duplicates": 0}
         with self.connection() as conn:
             base.update({r[0]: r[1] for r in conn.execute("SELECT name, value FROM counters")})
-            row = conn.execute(
-                "SELECT SUM(d) FROM (SELECT MAX(duplicates_dropped) AS d FROM progress "
-                "WHERE query = 'ingest' GROUP BY batch_id)"
-            ).fetchone()
-        base["duplicates"] = int(row[0] or 0)
         return base
 
     def commit_batch(
