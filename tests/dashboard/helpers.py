@@ -67,3 +67,61 @@ def filled_store(path: Path, minutes: int = 60) -> ServingStore:
     visitors = [(*minute(k), k + 2, b"sketch") for k in range(minutes)]
     commit(store, 0, traffic=traffic, pages=pages, visitors=visitors)
     return store
+
+
+def alert_row(
+    k: int,
+    series: str = "site",
+    metric: str = "requests",
+    value: float = 500.0,
+    mean: float = 100.0,
+    std: float = 20.0,
+    direction: str = "spike",
+) -> tuple:
+    """An ``alerts`` row (``series`` … ``direction``) for minute k after T0."""
+    return (series, metric, *minute(k), value, mean, std, (value - mean) / std, direction)
+
+
+def session_row(
+    host: str, start_minute: int, duration_s: int, requests: int, pages: int, size: int = 1000
+) -> tuple:
+    """A ``sessions`` row (``client_host`` … ``bounce``) starting at minute ``start_minute``."""
+    start = T0 + timedelta(minutes=start_minute)
+    return (
+        host,
+        "Mozilla/5.0",
+        iso(start),
+        iso(start + timedelta(seconds=duration_s)),
+        duration_s,
+        requests,
+        pages,
+        size,
+        "/entry.html",
+        "/exit.html",
+        int(pages <= 1),
+    )
+
+
+def stats_row(hour: int, sessions: int, bounces: int, pages: int, median: int, p95: int):
+    """A ``session_stats`` row of the hour-long window starting ``hour`` hours after T0."""
+    start = T0 + timedelta(hours=hour)
+    return (
+        iso(start),
+        iso(start + timedelta(hours=1)),
+        sessions,
+        bounces,
+        pages,
+        median,
+        p95,
+        b"kll",
+    )
+
+
+def client_rows(end_minute: int, counts: dict[str, tuple[int, int]]) -> list[tuple]:
+    """``top_clients`` rows of the 5-minute window ending at minute ``end_minute`` after T0:
+    ``{client_host: (requests, bytes)}``."""
+    end = T0 + timedelta(minutes=end_minute)
+    return [
+        (iso(end - timedelta(minutes=5)), iso(end), host, n, size)
+        for host, (n, size) in counts.items()
+    ]

@@ -3,7 +3,8 @@
 Debian's Chromium (``/usr/bin/chromium``, ``apt-get install chromium``) is driven by
 Playwright's sync API; Playwright's own browser download is never used. The expected numbers
 are computed here with the plain-Python oracle (:mod:`tests.oracle`) over the log lines, not
-read from the store.
+read from the store (except what the oracle cannot compute cheaply: the streaming queries'
+state rows and the anomaly alerts, compared with the store's rows).
 
 Set ``LOGSTREAM_UPDATE_SCREENSHOT=1`` to also write ``docs/dashboard.png``.
 """
@@ -23,8 +24,10 @@ from typing import Any
 import pytest
 
 from logstream.dashboard import start_dashboard_thread
+from logstream.dashboard.figures import ALERT_TRACE
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
+from tests.dashboard.helpers import alert_row, filled_store
 from tests.oracle import is_content, parse_line
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
@@ -43,7 +46,8 @@ CHROMIUM_ARGS = [
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0  # the machine is shared with Spark tests: be patient
 JUNK = ["this is not a log line", "neither is this one", "GET / HTTP/1.0"]
-LATE = 5  # the first lines of the day, sent again at the end: late by then
+LATE = 5  # the first lines of the day, from another host, sent at the end: late by then
+RETRIED = slice(17_000, 17_003)  # lines of the first file delivered again (a shipper retry)
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -52,10 +56,10 @@ LATE = 5  # the first lines of the day, sent again at the end: late by then
 @pytest.fixture(scope="module")
 def nasa_store(spark, nasa_day, tmp_path_factory) -> Path:
     """A serving store written by the real pipeline: the NASA day in two micro-batches, then
-    the day's first lines again (late) and three unparseable lines."""
+    the day's first lines from another host (late), three lines of the first micro-batch again
+    (duplicates) and three unparseable lines."""
     tmp = tmp_path_factory.mktemp("dashboard")
-    lines = nasa_lines(nasa_day)
-    write_chunks(lines + lines[:LATE] + JUNK, tmp / "in", per_file=17_700)
+    write_chunks(delivered(nasa_lines(nasa_day)), tmp / "in", per_file=17_700)
     pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=1))
     try:
         pipeline.run()
@@ -64,10 +68,25 @@ def nasa_store(spark, nasa_day, tmp_path_factory) -> Path:
     return tmp / "store.db"
 
 
+def late_copies(lines: list[str]) -> list[str]:
+    """The day's first lines from another host: not duplicates of the originals."""
+    return ["late." + line for line in lines[:LATE]]
+
+
+def delivered(lines: list[str]) -> list[str]:
+    """Every line the pipeline reads, in order."""
+    return lines + late_copies(lines) + lines[RETRIED] + JUNK
+
+
 @pytest.fixture(scope="module")
 def expected(nasa_day) -> dict[str, Any]:
-    """What the page must show, from the log lines alone (oracle parser, plain Python)."""
-    lines = nasa_lines(nasa_day)
+    """What the page must show, from the log lines alone (oracle parser, plain Python).
+
+    The pipeline drops repeated lines (:mod:`logstream.sources.dedup`): the day holds 10
+    lines written twice, and three lines are delivered again.
+    """
+    all_lines = nasa_lines(nasa_day)
+    lines = list(dict.fromkeys(all_lines))  # each text once, in order
     refs = [parse_line(line) for line in lines]
     assert all(refs)
     newest = max(r.epoch for r in refs)
@@ -89,9 +108,20 @@ def expected(nasa_day) -> dict[str, Any]:
             sections["/" + path.split("/")[1] + "/"] += n
     prefix = sections.most_common(1)[0][0]
     hour = [r for r in refs if r.epoch // 60 * 60 >= newest - 3600]
+    # top clients: the latest complete 5-minute window (end <= watermark)
+    clients_end = watermark // 300 * 300
+    while not any(clients_end - 300 <= r.epoch < clients_end for r in refs):
+        clients_end -= 300
+    per_client: Counter[str] = Counter(
+        r.client_host for r in refs if clients_end - 300 <= r.epoch < clients_end
+    )
+    sent = delivered(all_lines)
     return {
         "refs": refs,
-        "late_lines": lines[:LATE],
+        "late_lines": late_copies(all_lines),
+        "duplicates": len(sent) - len(set(sent)),
+        "clients_window": (clients_end - 300, clients_end),
+        "top_clients": sorted(per_client.items(), key=lambda kv: (-kv[1], kv[0]))[:10],
         "window": (end - 300, end),
         "top": ranked[:10],
         "trend": [window(end - 60 * k)[top_page] for k in range(29, -1, -1)],
@@ -159,14 +189,28 @@ def kpi(page, name: str) -> str:
 
 
 def plotted_sum(page, graph: str) -> float:
-    """Sum of every y value the browser plotted in a chart (plotly's own data)."""
+    """Sum of every y value the browser plotted in a chart (plotly's own data), alert
+    markers left out."""
     return page.evaluate(
-        """(id) => {
+        """([id, skip]) => {
             const g = document.querySelector('#' + id + ' .js-plotly-plot');
             if (!g || !g.data) return -1;
-            return g.data.reduce((s, t) => s + (t.y || []).reduce((a, v) => a + (v || 0), 0), 0);
+            return g.data.filter(t => t.name !== skip).reduce(
+                (s, t) => s + (t.y || []).reduce((a, v) => a + (v || 0), 0), 0);
         }""",
-        graph,
+        [graph, ALERT_TRACE],
+    )
+
+
+def plotted_trace(page, graph: str, name: str) -> dict[str, list[Any]]:
+    """x and y of the trace ``name`` of a chart ({} when absent)."""
+    return page.evaluate(
+        """([id, name]) => {
+            const g = document.querySelector('#' + id + ' .js-plotly-plot');
+            const t = g && g.data ? g.data.find(t => t.name === name) : null;
+            return t ? {x: Array.from(t.x), y: Array.from(t.y)} : {};
+        }""",
+        [graph, name],
     )
 
 
@@ -233,7 +277,15 @@ def test_the_page_shows_the_numbers_of_the_nasa_day(page, expected, nasa_store, 
 
     # pipeline health: one row per streaming query; state rows as the progress table says
     queries = sorted(r[0] for r in table(page, "#health-table"))
-    assert queries == ["ingest", "traffic_per_minute", "trending_pages", "unique_visitors"]
+    assert queries == [
+        "alerts",
+        "ingest",
+        "sessions",
+        "top_clients",
+        "traffic_per_minute",
+        "trending_pages",
+        "unique_visitors",
+    ]
 
     def state_rows() -> str:  # Spark may deliver a last progress event after the run
         with closing(sqlite3.connect(f"file:{nasa_store}?mode=ro", uri=True)) as conn:
@@ -245,6 +297,40 @@ def test_the_page_shows_the_numbers_of_the_nasa_day(page, expected, nasa_store, 
 
     assert eventually(lambda: kpi(page, "state-rows") == state_rows(), True)
     assert kpi(page, "watermark") == "1995-07-10 03:49:59 UTC"
+
+    # duplicate lines: reported by the ingest query's progress (possibly after the run)
+    assert eventually(lambda: kpi(page, "duplicates"), str(expected["duplicates"])) == str(
+        expected["duplicates"]
+    )
+
+    # top clients of the latest complete 5-minute window
+    label = page.locator("#clients-window")
+    start, end = expected["clients_window"]
+    assert (label.get_attribute("data-start"), label.get_attribute("data-end")) == (
+        iso(start),
+        iso(end),
+    )
+    shown = [(r[1], int(r[2])) for r in table(page, "#clients-requests-table")]
+    assert shown == expected["top_clients"]
+
+    # anomaly alerts: as the store holds them, newest first; site-wide request alerts marked
+    with closing(sqlite3.connect(f"file:{nasa_store}?mode=ro", uri=True)) as conn:
+        alerts = conn.execute(
+            "SELECT window_start, series, metric, value FROM alerts "
+            "ORDER BY window_start DESC, seq DESC"
+        ).fetchall()
+    if alerts:
+        rows = table(page, "#alerts-table")
+        assert [(r[0], r[1], r[2].replace(" ", "_")) for r in rows] == [
+            (a[0][:19].replace("T", " "), a[1], a[2]) for a in alerts[:20]
+        ]
+        site = sorted((a[0], a[3]) for a in alerts if a[1:3] == ("site", "requests"))
+        marks = plotted_trace(page, "graph-requests", ALERT_TRACE)
+        assert list(zip(marks.get("x", []), marks.get("y", []), strict=True)) == [
+            (t[:19].replace("T", " "), v) for t, v in site
+        ]
+    else:
+        assert "No anomaly alert so far." in page.inner_text("#alerts")
     assert page.get_attribute("#spark-ui-link", "href") == "http://127.0.0.1:4040"
 
     # everything came from the dashboard itself: no CDN, no internet
@@ -308,4 +394,46 @@ def test_before_the_store_exists_the_page_waits_for_it(browser, tmp_path):
         pg.wait_for_selector("#banner.waiting", timeout=WAIT_S * 1000)
         assert "has not committed a micro-batch yet" in banner.inner_text()
         assert "Traceback" not in pg.content() and pg.locator("#kpis .kpi").count() == 0
+        context.close()
+
+
+def test_an_alert_written_to_the_store_is_listed_and_marked(browser, tmp_path):
+    """A store written directly (no Spark): the alert list, the alert marker on the requests
+    chart and the duplicates card show the rows written."""
+    path = tmp_path / "s.db"
+    store = filled_store(path)
+    store.commit_alerts(0, [alert_row(30, value=160.0, mean=40.0, std=12.0)])
+    store.record_progress(
+        [
+            {
+                "query": "ingest",
+                "batch_id": 0,
+                "timestamp": "2025-01-01T00:00:00Z",
+                "duplicates_dropped": 4,
+            }
+        ]
+    )
+    with start_dashboard_thread(path, refresh_s=0.5) as srv:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        pg = context.new_page()
+        pg.goto(srv.url)
+        pg.wait_for_selector("#alerts-table", timeout=WAIT_S * 1000)
+        assert table(pg, "#alerts-table") == [
+            [
+                "1995-07-09 04:30:00",
+                "site",
+                "requests",
+                "▲ spike",
+                "160/min",
+                "40.0 ± 12.0",
+                "+10.0",
+            ]
+        ]
+        assert kpi(pg, "duplicates") == "4"
+        pg.check("#range input[value='all']")
+        marks = eventually(
+            lambda: plotted_trace(pg, "graph-requests", ALERT_TRACE),
+            {"x": ["1995-07-09 04:30:00"], "y": [160]},
+        )
+        assert marks == {"x": ["1995-07-09 04:30:00"], "y": [160]}
         context.close()

@@ -83,7 +83,12 @@ def test_traffic_totals_and_per_minute_points(tmp_path):
     assert t.requests_per_min[:2] == [2.0, 2.0] and t.per_class["4xx"][:2] == [1.0, 0.0]
     assert t.bytes_per_min[1] == 200.0 and t.error_rate[0] == pytest.approx(50.0)
     assert snap.visitors.mean[:3] == [2.0, 3.0, 4.0]
-    assert snap.counters == {"events": sum(range(1, 61)) + 6, "late_events": 0, "quarantined": 0}
+    assert snap.counters == {
+        "events": sum(range(1, 61)) + 6,
+        "late_events": 0,
+        "quarantined": 0,
+        "duplicates": 0,
+    }
 
 
 def test_time_range_counts_back_from_the_newest_event(tmp_path):
@@ -215,8 +220,17 @@ def test_a_store_from_an_older_run_is_shown_with_what_it_lacks(tmp_path):
     assert snap.state == "ok" and snap.traffic.total_all == 3
     assert "No micro-batch committed for" in snap.stale and "2020-01-01" in snap.stale
     text = " ".join(snap.notes)
-    for missing in ("trending_pages", "unique_visitors", "progress", "late_examples"):
+    for missing in (
+        "trending_pages",
+        "unique_visitors",
+        "progress",
+        "late_examples",
+        "alerts",
+        "top_clients",
+        "session_stats",
+    ):
         assert missing in text
+    assert snap.alerts is None and snap.sessions is None and snap.top_clients is None
     assert "watermark delay" in text and snap.watermark == "1995-07-09T03:51:00Z"
     out = refresh_outputs(path, "all", "", None)
     assert out[1] == "banner stale" and "older logstream" in banner_text(out)
@@ -308,7 +322,7 @@ def test_an_unexpected_error_becomes_a_message(tmp_path, monkeypatch, caplog):
 
 def test_charts_say_waiting_before_data(tmp_path):
     out = refresh_outputs(tmp_path / "none.db", None, None, None)
-    for figure in out[6:11]:
+    for figure in [*out[6:11], out[-2]]:
         assert figure["layout"]["annotations"][0]["text"] == "Waiting for data…"
 
 

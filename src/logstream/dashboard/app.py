@@ -39,15 +39,19 @@ from logstream.dashboard.figures import (
     errors_figure,
     health_figure,
     requests_figure,
+    sessions_figure,
     visitors_figure,
 )
 from logstream.dashboard.layout import (
     INDEX_HTML,
+    alerts_panel,
     banner,
     build_layout,
     examples_tables,
     health_table,
     kpi_cards,
+    sessions_panel,
+    top_clients_panel,
     trending_panel,
 )
 from logstream.errors import ConfigError
@@ -118,9 +122,14 @@ _OUTPUTS = (
     ("late", "children"),
     ("quarantine", "children"),
     ("health", "children"),
+    ("alerts", "children"),
+    ("top-clients", "children"),
+    ("graph-sessions", "figure"),
+    ("sessions", "children"),
 )
-#: Outputs kept as they are when the store has no new data and the controls did not change.
-_DATA_OUTPUTS = 10
+#: Outputs kept as they are when the store has no new data and the controls did not change
+#: (every output after ``seen``).
+_DATA_OUTPUTS = len(_OUTPUTS) - 4
 
 
 def refresh_outputs(
@@ -151,7 +160,8 @@ def refresh_outputs(
     -------
     tuple
         One value per element of ``_OUTPUTS``: banner children and class, update time,
-        ``seen`` key, KPI cards, trending panel, five figures, late / quarantine / health panels.
+        ``seen`` key, KPI cards, trending panel, five figures, late / quarantine / health
+        panels, alerts and top-clients panels, the sessions figure and panel.
     """
     filters = Filters.build(time_range, url_prefix, status_classes)
     snap = read_snapshot(store_path, filters, top=top)
@@ -199,6 +209,10 @@ def render(snap: Snapshot) -> tuple[Any, ...]:
         late,
         bad,
         health_table(snap),
+        alerts_panel(snap),
+        top_clients_panel(snap),
+        sessions_figure(snap),
+        sessions_panel(snap),
     )
 
 

@@ -15,6 +15,9 @@ The store's state decides what the page says (:attr:`Snapshot.state`):
                 for a while (the pipeline is stopped or idle: an older run's data), and
                 :attr:`Snapshot.notes` names the parts an older store does not have.
 
+A table that exists but is empty (no alert raised, no session closed yet) is not a note: its
+part of the snapshot is empty and the page says so.
+
 Times
 -----
 Window bounds are ISO 8601 UTC text as in the store (``1995-07-09T04:00:00Z``). The time
@@ -22,6 +25,14 @@ range (``15m`` … ``7d``, ``all``) is counted back from the **newest event time
 wall clock, so a replay of old logs is shown like live traffic. The watermark is
 ``max_event_time_ms - watermark_delay_ms`` (``pipeline_state``); a window is *complete* when
 ``window_end <= watermark``.
+
+Cost
+----
+Every query is bounded: primary-key or indexed ranges (``traffic_per_minute``,
+``unique_visitors``, ``session_stats`` by ``window_start``; ``trending_pages`` and
+``top_clients`` by their ``window_end`` index), tables the store caps (``alerts`` and
+``sessions``: 500 rows), or ``LIMIT`` on ``seq``. The duplicates dropped are a counter the
+store keeps (``counters``), not a sum over ``progress``.
 """
 
 from __future__ import annotations
@@ -41,9 +52,16 @@ __all__ = [
     "DEFAULT_RANGE",
     "STATUS_CLASSES",
     "TIME_RANGES",
+    "Alert",
+    "Alerts",
     "Filters",
     "Health",
+    "Session",
+    "SessionWindow",
+    "Sessions",
     "Snapshot",
+    "TopClient",
+    "TopClients",
     "Traffic",
     "Trending",
     "TrendingPage",
@@ -82,6 +100,13 @@ TREND_WINDOWS = 30
 HEALTH_BATCHES = 120
 #: Latest late events / quarantined lines listed.
 EXAMPLES_SHOWN = 10
+#: Latest anomaly alerts listed (the store keeps 500).
+ALERTS_SHOWN = 20
+#: Longest sessions listed, among the closed sessions the store keeps (500).
+LONGEST_SESSIONS = 10
+#: Series name of site-wide alerts (``logstream.analytics.alerts.SITE_SERIES``, not imported:
+#: that module imports Spark).
+SITE_SERIES = "site"
 #: A store whose last micro-batch is older than this (seconds, wall clock) is "stale".
 STALE_AFTER_S = 120.0
 #: Watermark delay assumed when the store does not record one (the pipeline's default).
@@ -265,6 +290,127 @@ class Trending:
 
 
 @dataclass
+class TopClient:
+    """One row of a top-clients table."""
+
+    rank: int
+    client_host: str
+    requests: int
+    bytes: int
+
+
+@dataclass
+class TopClients:
+    """Heavy hitters of the latest complete clients window (or the latest open one).
+
+    The store holds every client of each window (``top_clients``); the top ones by requests
+    come from its ``(window_end, requests DESC)`` index, those by bytes from one pass over
+    the window's rows.
+    """
+
+    window_start: str
+    window_end: str
+    complete: bool  #: False: no window is complete yet, this one may still grow
+    window_s: float
+    by_requests: list[TopClient]
+    by_bytes: list[TopClient]
+    clients: int  #: distinct clients in the window
+    requests: int  #: requests of every client in the window
+    bytes: int  #: bytes of every client in the window
+
+
+@dataclass
+class Alert:
+    """One anomaly alert (a row of ``alerts``): a minute ``z`` deviations from the running
+    mean of its series.
+
+    ``value``, ``mean`` and ``std`` are requests per minute for the metric ``requests`` and a
+    fraction (0–1) of server errors for ``error_rate``.
+    """
+
+    window_start: str  #: the minute, ISO UTC
+    window_end: str
+    series: str  #: ``site`` or a page path
+    metric: str  #: ``requests`` or ``error_rate``
+    value: float
+    mean: float
+    std: float
+    z: float
+    direction: str  #: ``spike`` or ``drop``
+
+
+@dataclass
+class Alerts:
+    """The alert list and the site-wide request alerts of the selected range."""
+
+    latest: list[Alert] = field(default_factory=list)  #: newest minute first
+    kept: int = 0  #: alerts in the store (it keeps the latest 500)
+    site_requests: list[Alert] = field(default_factory=list)  #: in the range, oldest first
+
+
+@dataclass
+class SessionWindow:
+    """Statistics of the sessions that started in one window (a row of ``session_stats``)."""
+
+    window_start: str
+    window_end: str
+    sessions: int
+    bounces: int  #: sessions with at most one page
+    pages: int  #: pages viewed, summed over the sessions
+    median_duration_s: int | None  #: KLL estimate
+    p95_duration_s: int | None  #: KLL estimate
+
+    @property
+    def bounce_rate(self) -> float | None:
+        """Bounces as a percentage of the sessions (None without sessions)."""
+        return 100.0 * self.bounces / self.sessions if self.sessions else None
+
+
+@dataclass
+class Session:
+    """One closed session (a row of ``sessions``)."""
+
+    client_host: str
+    user_agent: str | None
+    session_start: str
+    session_end: str
+    duration_s: int
+    requests: int
+    pages: int
+    bytes: int
+    entry_page: str | None
+    exit_page: str | None
+    bounce: bool
+
+
+@dataclass
+class Sessions:
+    """Session statistics per window overlapping the range, and the longest kept sessions."""
+
+    window_s: float | None  #: statistics window (by session start), seconds
+    windows: list[SessionWindow] = field(default_factory=list)  #: oldest first
+    longest: list[Session] = field(default_factory=list)  #: longest first
+    kept: int = 0  #: closed sessions in the store (it keeps the latest 500)
+
+    @property
+    def sessions(self) -> int:
+        """Sessions of the shown windows."""
+        return sum(w.sessions for w in self.windows)
+
+    @property
+    def bounce_rate(self) -> float | None:
+        """Bounce rate of the shown windows, % (None without sessions)."""
+        total = self.sessions
+        return 100.0 * sum(w.bounces for w in self.windows) / total if total else None
+
+    @property
+    def pages_per_session(self) -> float | None:
+        """Pages per session of the shown windows (None without sessions)."""
+        total = self.sessions
+        return sum(w.pages for w in self.windows) / total if total else None
+
+
+@dataclass
 class Health:
     """Pipeline health from the ``progress`` and ``ledger`` tables."""
 
@@ -301,13 +447,17 @@ class Snapshot:
     watermark: str | None = None
     watermark_delay_s: float | None = None
     range_start: str | None = None  #: None = everything
-    counters: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)  #: events … quarantined, duplicates
     traffic: Traffic | None = None
     visitors: Visitors | None = None
     trending: Trending | None = None
     health: Health | None = None
     late_examples: list[dict[str, Any]] = field(default_factory=list)
     quarantine_examples: list[dict[str, Any]] = field(default_factory=list)
+    alerts: Alerts | None = None
+    sessions: Sessions | None = None
+    top_clients: TopClients | None = None
+    dedup: bool | None = None  #: the ingest query drops duplicate lines (None: not recorded)
     source_label: str | None = None  #: what the demo replays (``pipeline_state``)
     synthetic: bool = False  #: the data is generated, not real logs
 
@@ -361,7 +511,7 @@ def read_snapshot(
             conn.execute("PRAGMA busy_timeout = 2000")
             conn.execute("BEGIN")  # one read transaction: a consistent snapshot
             try:
-                return _read(conn, base, filters, top, now, stale_after_s)
+                return _read(conn, path, base, filters, top, now, stale_after_s)
             finally:
                 conn.rollback()
     except sqlite3.OperationalError as exc:
@@ -390,6 +540,7 @@ def read_snapshot(
 
 def _read(
     conn: sqlite3.Connection,
+    path: Path,
     base: dict[str, Any],
     filters: Filters,
     top: int | None,
@@ -401,7 +552,7 @@ def _read(
     if top is None:
         stored = state.get("top") or ""
         top = int(stored) if stored.isdigit() and int(stored) > 0 else DEFAULT_TOP
-    counters = {"events": 0, "late_events": 0, "quarantined": 0}
+    counters = {"events": 0, "late_events": 0, "quarantined": 0, "duplicates": 0}
     counters.update({r[0]: int(r[1]) for r in conn.execute("SELECT name, value FROM counters")})
     last = _section(
         notes,
@@ -456,6 +607,8 @@ def _read(
         **base,
     )
     snap.source_label = state.get("source_label")
+    if state.get("dedup") in ("true", "false"):
+        snap.dedup = state["dedup"] == "true"
     snap.synthetic = state.get("synthetic") == "True"
     if last is not None:
         age = now.timestamp() - epoch_s(last[3])
@@ -492,6 +645,13 @@ def _read(
     )
     snap.health = _section(notes, "progress", lambda: _health(conn, last), None)
     snap.late_examples, snap.quarantine_examples = _examples(conn, notes)
+    snap.alerts = _section(notes, "alerts", lambda: _alerts(conn, snap.range_start), None)
+    snap.top_clients = _section(
+        notes, "top_clients", lambda: _top_clients(conn, state, watermark_s, top), None
+    )
+    snap.sessions = _section(
+        notes, "sessions or session_stats", lambda: _sessions(conn, state, range_start), None
+    )
     return snap
 
 
@@ -712,3 +872,110 @@ def _examples(
         [],
     )
     return late, bad
+
+
+def _alerts(conn: sqlite3.Connection, range_start: str | None) -> Alerts:
+    """The newest alerts and the site-wide request alerts of the range (``alerts`` holds at
+    most 500 rows: no index needed)."""
+    cols = "window_start, window_end, series, metric, value, mean, std, z, direction"
+    latest = conn.execute(
+        f"SELECT {cols} FROM alerts ORDER BY window_start DESC, seq DESC LIMIT {ALERTS_SHOWN}"
+    ).fetchall()
+    kept = conn.execute("SELECT COUNT(*) FROM alerts").fetchone()[0]
+    since, params = ("", ()) if range_start is None else ("AND window_start >= ?", (range_start,))
+    marks = conn.execute(
+        f"SELECT {cols} FROM alerts WHERE series = ? AND metric = 'requests' {since} "
+        "ORDER BY window_start, seq",
+        (SITE_SERIES, *params),
+    ).fetchall()
+    return Alerts(
+        latest=[Alert(*r) for r in latest],
+        kept=int(kept),
+        site_requests=[Alert(*r) for r in marks],
+    )
+
+
+def _top_clients(
+    conn: sqlite3.Connection, state: dict[str, str], watermark_s: float, top: int
+) -> TopClients | None:
+    """Top clients of the latest complete clients window, else of the newest open one (as
+    :func:`_trending`)."""
+    row = conn.execute(
+        "SELECT window_start, window_end FROM top_clients WHERE window_end <= ? "
+        "ORDER BY window_end DESC LIMIT 1",
+        (iso(watermark_s),),
+    ).fetchone()
+    complete = row is not None
+    if row is None:
+        row = conn.execute(
+            "SELECT window_start, window_end FROM top_clients ORDER BY window_end DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return None
+    start, end = row[0], row[1]
+    # ``+window_start``: keep the (window_end, requests DESC) index for the ranking
+    where = "WHERE window_end = ? AND +window_start = ?"
+    by_requests = conn.execute(
+        f"SELECT client_host, requests, bytes FROM top_clients {where} "
+        "ORDER BY requests DESC, client_host LIMIT ?",
+        (end, start, top),
+    ).fetchall()
+    by_bytes = conn.execute(
+        f"SELECT client_host, requests, bytes FROM top_clients {where} "
+        "ORDER BY bytes DESC, client_host LIMIT ?",
+        (end, start, top),
+    ).fetchall()
+    clients, requests, size = conn.execute(
+        f"SELECT COUNT(*), SUM(requests), SUM(bytes) FROM top_clients {where}", (end, start)
+    ).fetchone()
+    return TopClients(
+        window_start=start,
+        window_end=end,
+        complete=complete,
+        window_s=_interval_s(state.get("clients_window")) or (epoch_s(end) - epoch_s(start)),
+        by_requests=[
+            TopClient(i + 1, r[0], int(r[1]), int(r[2])) for i, r in enumerate(by_requests)
+        ],
+        by_bytes=[TopClient(i + 1, r[0], int(r[1]), int(r[2])) for i, r in enumerate(by_bytes)],
+        clients=int(clients),
+        requests=int(requests or 0),
+        bytes=int(size or 0),
+    )
+
+
+def _sessions(
+    conn: sqlite3.Connection, state: dict[str, str], range_start: float | None
+) -> Sessions:
+    """Session statistics of the windows overlapping the range (``window_end > range
+    start``, read by ``window_start``) and the longest of the kept sessions."""
+    window_s = _interval_s(state.get("session_stats_window"))
+    if window_s is None:
+        row = conn.execute(
+            "SELECT window_start, window_end FROM session_stats ORDER BY window_start DESC LIMIT 1"
+        ).fetchone()
+        window_s = epoch_s(row[1]) - epoch_s(row[0]) if row else None
+    where, params = "", ()
+    if range_start is not None and window_s is not None:
+        where = "WHERE window_start > ? AND window_end > ?"
+        params = (iso(range_start - window_s), iso(range_start))
+    rows = conn.execute(
+        "SELECT window_start, window_end, sessions, bounces, pages, median_duration_s, "
+        f"p95_duration_s FROM session_stats {where} ORDER BY window_start DESC "
+        f"LIMIT {MAX_POINTS}",
+        params,
+    ).fetchall()
+    longest = conn.execute(
+        "SELECT client_host, user_agent, session_start, session_end, duration_s, requests, "
+        "pages, bytes, entry_page, exit_page, bounce FROM sessions "
+        f"ORDER BY duration_s DESC, session_end DESC, seq DESC LIMIT {LONGEST_SESSIONS}"
+    ).fetchall()
+    kept = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+    return Sessions(
+        window_s=window_s,
+        windows=[
+            SessionWindow(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), r[5], r[6])
+            for r in reversed(rows)
+        ],
+        longest=[Session(*r[:10], bounce=bool(r[10])) for r in longest],
+        kept=int(kept),
+    )

@@ -9,12 +9,14 @@ zones, the axis titles say UTC).
 from __future__ import annotations
 
 import html
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from logstream.dashboard.data import Snapshot
+from logstream.dashboard.data import Alert, Snapshot, epoch_s
 
 __all__ = [
+    "ALERT_TRACE",
     "STATUS_COLORS",
     "bytes_figure",
     "empty_figure",
@@ -22,6 +24,7 @@ __all__ = [
     "health_figure",
     "plot_time",
     "requests_figure",
+    "sessions_figure",
     "sparkline_uri",
     "visitors_figure",
 ]
@@ -37,6 +40,9 @@ STATUS_COLORS = {
 _HEIGHT = 250
 #: Height of the requests chart, in px.
 REQUESTS_HEIGHT = 400
+#: Name of the trace of site-wide request alerts in the requests chart.
+ALERT_TRACE = "alerts"
+_ALERT_COLOR = "#c53030"
 _CONFIG_FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
 
 
@@ -172,6 +178,9 @@ def requests_figure(snap: Snapshot) -> dict[str, Any]:
         }
         for cls in snap.filters.status_classes
     ]
+    marks = snap.alerts.site_requests if snap.alerts else []
+    if marks:
+        data.append(_alert_trace(marks))
     return {
         "data": data,
         "layout": _layout(
@@ -180,6 +189,28 @@ def requests_figure(snap: Snapshot) -> dict[str, Any]:
             height=REQUESTS_HEIGHT,  # beside the trending table: as tall as ten rows
             **_watermark_marks(snap),
         ),
+    }
+
+
+def _alert_trace(marks: list[Alert]) -> dict[str, Any]:
+    """Site-wide request alerts as red triangles at the alerting minute, at its request count
+    (every status class: what the detector saw), on top of the stacked areas."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": ALERT_TRACE,
+        "x": [plot_time(a.window_start) for a in marks],
+        "y": [a.value for a in marks],
+        "customdata": [[a.direction, a.mean, a.std, a.z] for a in marks],
+        "marker": {
+            "color": _ALERT_COLOR,
+            "size": 10,
+            "symbol": ["triangle-up" if a.direction == "spike" else "triangle-down" for a in marks],
+            "line": {"color": "#ffffff", "width": 1},
+        },
+        "hovertemplate": "%{customdata[0]}: %{y:,.0f} req/min "
+        "(mean %{customdata[1]:,.1f} ± %{customdata[2]:,.1f}, z %{customdata[3]:+.1f})"
+        "<extra>alert</extra>",
     }
 
 
@@ -271,6 +302,82 @@ def visitors_figure(snap: Snapshot) -> dict[str, Any]:
     layout = _layout(title, snap.filters.time_range, **_watermark_marks(snap))
     layout["showlegend"] = bucketed
     return {"data": data, "layout": layout}
+
+
+def sessions_figure(snap: Snapshot) -> dict[str, Any]:
+    """Sessions per window of session start (bars) and their median and p95 duration."""
+    s = snap.sessions
+    title = "Sessions per window (by session start)"
+    if s is None or not s.windows:
+        return empty_figure(_no_data(snap, "No closed session in this time range yet."), title)
+    width_ms = (s.window_s or 3600) * 1000
+    x = [plot_time(_midpoint(w.window_start, w.window_end)) for w in s.windows]
+    labels = [
+        [
+            f"{plot_time(w.window_start)} – {(plot_time(w.window_end) or '')[11:]}",
+            "–" if w.bounce_rate is None else f"{w.bounce_rate:.1f} %",
+            w.pages / w.sessions if w.sessions else 0,
+        ]
+        for w in s.windows
+    ]
+
+    def minutes(values: list[int | None]) -> list[float | None]:
+        return [None if v is None else v / 60 for v in values]
+
+    layout = _layout(title, snap.filters.time_range, hovermode="closest")
+    layout["yaxis"]["title"] = {"text": "sessions"}
+    layout["yaxis2"] = {
+        "title": {"text": "duration, min"},
+        "overlaying": "y",
+        "side": "right",
+        "rangemode": "tozero",
+        "showgrid": False,
+    }
+    layout["margin"]["r"] = 55
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "name": "sessions",
+                "x": x,
+                "y": [w.sessions for w in s.windows],
+                "width": [width_ms * 0.9] * len(x),
+                "customdata": labels,
+                "marker": {"color": "rgba(74,127,193,0.45)"},
+                "hovertemplate": "%{customdata[0]}<br>%{y:,} sessions, bounce rate "
+                "%{customdata[1]}, %{customdata[2]:.1f} pages/session<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "median duration",
+                "x": x,
+                "y": minutes([w.median_duration_s for w in s.windows]),
+                "yaxis": "y2",
+                "line": {"color": "#3b9a5a", "width": 1.4},
+                "marker": {"size": 4},
+                "hovertemplate": "median %{y:,.1f} min<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "p95 duration",
+                "x": x,
+                "y": minutes([w.p95_duration_s for w in s.windows]),
+                "yaxis": "y2",
+                "line": {"color": "#d9480f", "width": 1.2, "dash": "dot"},
+                "marker": {"size": 4},
+                "hovertemplate": "p95 %{y:,.1f} min<extra></extra>",
+            },
+        ],
+        "layout": layout,
+    }
+
+
+def _midpoint(start: str, end: str) -> str:
+    """Middle of a window, ISO UTC (where its bar is centred)."""
+    middle = (epoch_s(start) + epoch_s(end)) / 2
+    return datetime.fromtimestamp(middle, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:23] + "Z"
 
 
 def health_figure(snap: Snapshot) -> dict[str, Any]:

@@ -5,7 +5,13 @@ Element ids (stable, used by the browser test):
 ``banner``            state of the store: waiting / unreadable / stale / notes
 ``kpis``              counter cards (``kpi-<name>`` each, value in ``.value``)
 ``trending``          trending-pages table (``trending-table``) and its window (``trending-window``)
-``graph-requests``, ``graph-bytes``, ``graph-errors``, ``graph-visitors``, ``graph-health``
+``alerts``            latest anomaly alerts (``alerts-table``; ``alerts-empty`` when none)
+``top-clients``       heavy hitters of the latest clients window (``clients-window``,
+                      ``clients-requests-table``, ``clients-bytes-table``; ``clients-empty``)
+``sessions``          session summary (``sessions-summary``) and the longest kept sessions
+                      (``sessions-table``; ``sessions-empty``)
+``graph-requests``, ``graph-bytes``, ``graph-errors``, ``graph-visitors``, ``graph-sessions``,
+``graph-health``
 ``health``            latest progress row per query (``health-table``)
 ``late``, ``quarantine``  latest examples (``late-table``, ``quarantine-table``)
 ``range``, ``url-prefix``, ``status-filter``  the controls; ``tick`` the refresh timer
@@ -21,7 +27,9 @@ from logstream.dashboard.data import (
     DEFAULT_RANGE,
     STATUS_CLASSES,
     TIME_RANGES,
+    Alert,
     Snapshot,
+    TopClient,
     epoch_s,
 )
 from logstream.dashboard.figures import plot_time, sparkline_uri
@@ -31,16 +39,26 @@ __all__ = [
     "CSS",
     "GRAPHS",
     "INDEX_HTML",
+    "alerts_panel",
     "banner",
     "build_layout",
     "examples_tables",
     "health_table",
     "kpi_cards",
+    "sessions_panel",
+    "top_clients_panel",
     "trending_panel",
 ]
 
 #: Ids of the charts, in page order.
-GRAPHS = ("graph-requests", "graph-bytes", "graph-errors", "graph-visitors", "graph-health")
+GRAPHS = (
+    "graph-requests",
+    "graph-bytes",
+    "graph-errors",
+    "graph-visitors",
+    "graph-sessions",
+    "graph-health",
+)
 
 #: The page's style sheet, inlined in the HTML (no external stylesheet, no assets folder).
 CSS = """
@@ -92,6 +110,11 @@ td.url { word-break: break-all; }
 td.raw { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .78rem;
   word-break: break-all; }
 .up { color: #2f855a; } .down { color: #c53030; }
+td.spike { color: #c53030; white-space: nowrap; } td.drop { color: #2b6cb0; white-space: nowrap; }
+td.time { white-space: nowrap; }
+.pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(16rem, 1fr)); gap: .8rem; }
+.scroll { max-height: 26rem; overflow-y: auto; }
+.panel h3 { font-size: .88rem; margin: .6rem 0 .25rem; color: #52606d; }
 .empty { color: #7b8794; font-style: italic; padding: .4rem 0; }
 """
 
@@ -255,6 +278,13 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                     ),
                     html.Div(
                         [
+                            html.Div(id="alerts", className="panel"),
+                            html.Div(id="top-clients", className="panel"),
+                        ],
+                        className="grid2",
+                    ),
+                    html.Div(
+                        [
                             html.Div(graph("graph-bytes"), className="panel"),
                             html.Div(graph("graph-errors"), className="panel"),
                         ],
@@ -264,6 +294,13 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                         [
                             html.Div(graph("graph-visitors"), className="panel"),
                             html.Div(graph("graph-health"), className="panel"),
+                        ],
+                        className="grid2",
+                    ),
+                    html.Div(
+                        [
+                            html.Div(graph("graph-sessions"), className="panel"),
+                            html.Div(id="sessions", className="panel"),
                         ],
                         className="grid2",
                     ),
@@ -357,6 +394,12 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             _num(c.get("quarantined", 0)),
             "could not be parsed",
             warn=bool(c.get("quarantined")),
+        ),
+        _kpi(
+            "duplicates",
+            "Duplicate lines",
+            _num(c.get("duplicates", 0)),
+            "deduplication is off" if snap.dedup is False else "dropped as shipper retries",
         ),
         _kpi("newest", "Newest event", _short_time(snap.newest_event), "event time"),
     ]
@@ -489,6 +532,231 @@ def trending_panel(snap: Snapshot) -> list[Any]:
         id="trending-table",
     )
     return [heading, window, table]
+
+
+def _window_label(start: str, end: str, wid: str) -> html.Span:
+    return html.Span(
+        f"{plot_time(start)} – {plot_time(end)} UTC",
+        id=wid,
+        **{"data-start": start, "data-end": end},
+    )
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.1f}".replace("-", "−")
+
+
+def _alert_values(a: Alert) -> tuple[str, str]:
+    """Value and ``mean ± std`` of an alert, in the metric's unit."""
+    if a.metric == "error_rate":  # a fraction of the minute's requests
+        return f"{100 * a.value:.1f} %", f"{100 * a.mean:.1f} ± {100 * a.std:.1f} %"
+    return f"{a.value:,.0f}/min", f"{a.mean:,.1f} ± {a.std:,.1f}"
+
+
+def alerts_panel(snap: Snapshot) -> list[Any]:
+    """The newest anomaly alerts: minute, series, metric, value against mean ± std, z."""
+    al = snap.alerts
+    shown = len(al.latest) if al else 0
+    heading = html.H2(
+        f"Anomaly alerts ({shown} newest of {al.kept:,} kept)"
+        if al and al.kept > shown
+        else "Anomaly alerts"
+    )
+    hint = html.Div(
+        "A minute more than k standard deviations from its series' running mean (EWMA); "
+        "the series is the whole site or one page. Site-wide request alerts are marked on "
+        "the requests chart.",
+        className="hint",
+    )
+    if snap.state != "ok" or al is None or not al.latest:
+        what = "No anomaly alert so far." if snap.state == "ok" else "No data yet."
+        return [heading, hint, html.Div(what, className="empty", id="alerts-empty")]
+    rows = []
+    for a in al.latest:
+        value, mean = _alert_values(a)
+        arrow = "▲ spike" if a.direction == "spike" else "▼ drop"
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(
+                        plot_time(a.window_start),
+                        title=f"{a.window_start} – {a.window_end}",
+                        className="time",
+                        **{"data-start": a.window_start},
+                    ),
+                    html.Td(a.series, className="url"),
+                    html.Td(a.metric.replace("_", " ")),
+                    html.Td(arrow, className=a.direction),
+                    html.Td(value, className="n value"),
+                    html.Td(mean, className="n"),
+                    html.Td(_signed(a.z), className="n z"),
+                ]
+            )
+        )
+    table = html.Table(
+        [
+            html.Thead(
+                html.Tr(
+                    [
+                        html.Th("minute (UTC)"),
+                        html.Th("series"),
+                        html.Th("metric"),
+                        html.Th(""),
+                        html.Th("value"),
+                        html.Th("mean ± std"),
+                        html.Th("z"),
+                    ]
+                )
+            ),
+            html.Tbody(rows),
+        ],
+        id="alerts-table",
+    )
+    return [heading, hint, html.Div(table, className="scroll")]
+
+
+def _share(part: int, total: int) -> str:
+    return f"{100 * part / total:.1f} %" if total else "–"
+
+
+def _clients_table(tid: str, clients: list[TopClient], total: int, by: str) -> html.Table:
+    """Ranked clients: the measure ``by`` (``requests`` or ``bytes``) and its share of the
+    window; both measures in the row's tooltip."""
+    rows = []
+    for c in clients:
+        part = c.requests if by == "requests" else c.bytes
+        value = f"{c.requests:,}" if by == "requests" else human_bytes(c.bytes)
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(str(c.rank), className="n"),
+                    html.Td(c.client_host, className="url"),
+                    html.Td(value, className=f"n {by}"),
+                    html.Td(_share(part, total), className="n"),
+                ],
+                title=f"{c.client_host}: {c.requests:,} requests, {c.bytes:,} bytes",
+            )
+        )
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th("#"), html.Th("client"), html.Th(by), html.Th("share")])),
+            html.Tbody(rows),
+        ],
+        id=tid,
+    )
+
+
+def top_clients_panel(snap: Snapshot) -> list[Any]:
+    """Heavy hitters of the latest complete clients window: top N by requests and by bytes."""
+    heading = html.H2(f"Top clients (top {snap.top})")
+    tc = snap.top_clients
+    if snap.state != "ok" or tc is None:
+        return [heading, html.Div("No clients window yet.", className="empty", id="clients-empty")]
+    state = "complete" if tc.complete else "still open (no window is complete yet)"
+    window = html.Div(
+        [
+            _window_label(tc.window_start, tc.window_end, "clients-window"),
+            html.Span(
+                f" · {tc.window_s / 60:g}-minute window, {state} · {tc.clients:,} clients, "
+                f"{tc.requests:,} requests, {human_bytes(tc.bytes)}",
+                className="hint",
+            ),
+        ]
+    )
+    return [
+        heading,
+        window,
+        html.Div(
+            [
+                html.Div(
+                    [
+                        html.H3("By requests"),
+                        _clients_table(
+                            "clients-requests-table", tc.by_requests, tc.requests, "requests"
+                        ),
+                    ]
+                ),
+                html.Div(
+                    [
+                        html.H3("By bytes"),
+                        _clients_table("clients-bytes-table", tc.by_bytes, tc.bytes, "bytes"),
+                    ]
+                ),
+            ],
+            className="pair",
+        ),
+    ]
+
+
+def sessions_panel(snap: Snapshot) -> list[Any]:
+    """Sessions of the range (count, bounce rate, pages per session, latest window's
+    durations) and the longest of the closed sessions the store keeps."""
+    heading = html.H2("Sessions")
+    se = snap.sessions
+    if snap.state != "ok" or se is None or (not se.windows and not se.longest):
+        what = (
+            "No closed session yet: a session closes when its visitor has been idle for the "
+            "session gap and the watermark has passed."
+            if snap.state == "ok"
+            else "No data yet."
+        )
+        return [heading, html.Div(what, className="empty", id="sessions-empty")]
+    summary: list[Any] = []
+    if se.windows:
+        last = se.windows[-1]
+        rate = se.bounce_rate
+        summary = [
+            html.Span(f"{se.sessions:,}", className="sessions-count"),
+            f" sessions started in the {len(se.windows):,} windows shown · bounce rate ",
+            html.Span("–" if rate is None else f"{rate:.1f} %", className="bounce-rate"),
+            f" · {se.pages_per_session or 0:.1f} pages per session · latest window "
+            f"({plot_time(last.window_start)} UTC): median "
+            f"{'–' if last.median_duration_s is None else _duration(last.median_duration_s)}, "
+            f"p95 {'–' if last.p95_duration_s is None else _duration(last.p95_duration_s)}",
+        ]
+    else:
+        summary = ["No session started in this time range."]
+    rows = [
+        html.Tr(
+            [
+                html.Td(s.client_host, className="url"),
+                html.Td(plot_time(s.session_start), className="time"),
+                html.Td(_duration(s.duration_s), className="n duration"),
+                html.Td(f"{s.requests:,}", className="n"),
+                html.Td(f"{s.pages:,}", className="n"),
+                html.Td(human_bytes(s.bytes), className="n"),
+            ],
+            title=f"entry {s.entry_page or '–'} → exit {s.exit_page or '–'}; "
+            f"ended {plot_time(s.session_end)} UTC; {s.user_agent or 'no user agent'}",
+        )
+        for s in se.longest
+    ]
+    table: Any = html.Div("None kept yet.", className="empty", id="sessions-table-empty")
+    if rows:
+        table = html.Table(
+            [
+                html.Thead(
+                    html.Tr(
+                        [
+                            html.Th("client"),
+                            html.Th("start (UTC)"),
+                            html.Th("duration"),
+                            html.Th("requests"),
+                            html.Th("pages"),
+                            html.Th("bytes"),
+                        ]
+                    )
+                ),
+                html.Tbody(rows),
+            ],
+            id="sessions-table",
+        )
+    return [
+        heading,
+        html.Div(summary, className="hint", id="sessions-summary"),
+        html.H3(f"Longest of the {se.kept:,} latest closed sessions (hover for pages)"),
+        table,
+    ]
 
 
 def _table(tid: str, columns: list[tuple[str, str, str]], rows: list[dict[str, Any]]) -> Any:
