@@ -73,7 +73,12 @@ def test_late_events_are_not_counted_in_any_window(spark, late_run):
     tmp, pipeline = late_run
     on_time = sum(len(b) for b in BATCHES) - len(LATE)
     store = ServingStore(tmp / "store.db", read_only=True)
-    assert store.counters() == {"events": on_time, "late_events": 5, "quarantined": 0}
+    assert store.counters() == {
+        "events": on_time,
+        "late_events": 5,
+        "quarantined": 0,
+        "duplicates": 0,
+    }
     assert store.query("SELECT SUM(requests) AS n FROM traffic_per_minute")[0]["n"] == on_time
     hosts = {r["client_host"] for r in spark.read.parquet(str(tmp / "out" / "events")).collect()}
     assert hosts.isdisjoint(LATE) and len(hosts) == on_time

@@ -18,14 +18,28 @@ from pyspark.sql import functions as F
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 from logstream.pipeline import Pipeline
+from logstream.serving import ServingStore
 
-OUTPUTS = ("events", "traffic_per_minute", "trending_pages", "unique_visitors")
+OUTPUTS = (
+    "events",
+    "traffic_per_minute",
+    "trending_pages",
+    "unique_visitors",
+    "sessions",
+    "top_clients",
+)
 STORE_TABLES = {
     "traffic_per_minute": "SELECT * FROM traffic_per_minute",
     "trending_pages": "SELECT * FROM trending_pages",
     "unique_visitors": "SELECT window_start, window_end, visitors FROM unique_visitors",
-    "counters": "SELECT * FROM counters",
-    "ledger": "SELECT query, batch_id, events, late_events, quarantined FROM ledger",
+    "top_clients": "SELECT * FROM top_clients",
+    # (a KLL sketch's quantiles depend on the order of merges, which a restart may change)
+    "session_stats": "SELECT window_start, window_end, sessions, bounces, pages FROM session_stats",
+    "alerts": "SELECT series, metric, window_start, value, mean, std FROM alerts",
+    "counters": "SELECT * FROM counters WHERE name != 'duplicates'",
+    # the stateful queries may cut their micro-batches elsewhere after a restart
+    "ledger": "SELECT batch_id, events, late_events, quarantined FROM ledger "
+    "WHERE query = 'ingest'",
     "max_event": "SELECT value FROM pipeline_state WHERE key = 'max_event_time_ms'",
 }
 
@@ -142,6 +156,11 @@ def test_sigkill_then_restart_ends_identical_to_an_uninterrupted_run(
             f"{name}: {sum((got - want).values())} extra, {sum((want - got).values())} missing"
         )
     assert store_rows(tmp_path) == store_rows(reference)
+    # The copies dropped come from the dedup operator's progress metric, which Spark does
+    # not checkpoint: a micro-batch committed just before the kill may miss from the count.
+    got = ServingStore(tmp_path / "store.db").counters()["duplicates"]
+    want = ServingStore(reference / "store.db").counters()["duplicates"]
+    assert got <= want == 10
     events = spark.read.parquet(str(tmp_path / "out" / "events"))
-    assert events.count() == 35272
+    assert events.count() == 35262  # the 10 lines the NASA day holds twice count once
     assert events.groupBy("batch_id").count().where(F.col("count") == 0).count() == 0

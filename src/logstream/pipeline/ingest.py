@@ -145,6 +145,10 @@ class IngestStage:
             write = self._process(parsed, batch_id, before_ms)
         finally:
             parsed.unpersist()
+        if not (write.events or write.late_events or write.quarantined):
+            # a no-data micro-batch (Spark runs one after a batch to move the deduplication
+            # watermark): nothing to record, and a replay has nothing to skip
+            return
         self.store.commit_ingest_batch(INGEST_QUERY, write)
         with self.totals.lock:
             self.totals.batches += 1
