@@ -234,96 +234,78 @@ class ServingStore:
         bool
             True when applied, False when the ledger already held the batch id.
         """
-        conn = self._connect()
-        try:
-            with conn:
-                conn.execute("BEGIN IMMEDIATE")
-                seen = conn.execute(
-                    "SELECT 1 FROM ledger WHERE query = ? AND batch_id = ?", (query, write.batch_id)
-                ).fetchone()
-                if seen:
-                    return False
-                cols = ", ".join(_TRAFFIC_COLS)
-                adds = ", ".join(f"{c} = {c} + excluded.{c}" for c in _TRAFFIC_COLS[2:])
-                conn.executemany(
-                    f"INSERT INTO traffic_per_minute({cols}) VALUES ({', '.join('?' * 10)}) "
-                    f"ON CONFLICT(window_start) DO UPDATE SET {adds}",
-                    write.traffic,
-                )
-                if write.prune_trending_before is not None:
-                    for table in ("trending_pages", "top_clients"):
-                        conn.execute(
-                            f"DELETE FROM {table} WHERE window_end <= ?",
-                            (write.prune_trending_before,),
-                        )
-                conn.executemany(
-                    "INSERT INTO top_clients(window_start, window_end, client_host, requests, "
-                    "bytes) VALUES (?, ?, ?, ?, ?) ON CONFLICT(window_start, client_host) "
-                    "DO UPDATE SET requests = requests + excluded.requests, "
-                    "bytes = bytes + excluded.bytes",
-                    write.clients,
-                )
-                conn.executemany(
-                    "INSERT INTO trending_pages(window_start, window_end, url_path, requests) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT(window_start, window_end, url_path) "
-                    "DO UPDATE SET requests = requests + excluded.requests",
-                    write.pages,
-                )
-                conn.executemany(
-                    "INSERT INTO unique_visitors(window_start, window_end, visitors, sketch) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT(window_start) DO UPDATE SET "
-                    "visitors = excluded.visitors, sketch = excluded.sketch",
-                    write.visitors,
-                )
-                if write.final_before is not None:
+
+        def apply(conn: sqlite3.Connection) -> None:
+            cols = ", ".join(_TRAFFIC_COLS)
+            adds = ", ".join(f"{c} = {c} + excluded.{c}" for c in _TRAFFIC_COLS[2:])
+            conn.executemany(
+                f"INSERT INTO traffic_per_minute({cols}) VALUES ({', '.join('?' * 10)}) "
+                f"ON CONFLICT(window_start) DO UPDATE SET {adds}",
+                write.traffic,
+            )
+            if write.prune_trending_before is not None:
+                for table in ("trending_pages", "top_clients"):
                     conn.execute(
-                        "UPDATE unique_visitors SET sketch = NULL "
-                        "WHERE sketch IS NOT NULL AND window_end <= ?",
-                        (write.final_before,),
+                        f"DELETE FROM {table} WHERE window_end <= ?",
+                        (write.prune_trending_before,),
                     )
-                conn.executemany(
-                    "INSERT INTO counters(name, value) VALUES (?, ?) "
-                    "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-                    [
-                        ("events", write.events),
-                        ("late_events", write.late_events),
-                        ("quarantined", write.quarantined),
-                    ],
-                )
-                _keep_latest(
-                    conn,
-                    "late_examples",
-                    "batch_id, event_time, watermark, client_host, url_path, source_file",
-                    write.late_examples,
-                )
-                _keep_latest(
-                    conn,
-                    "quarantine_examples",
-                    "batch_id, raw_line, source_file, reason",
-                    write.quarantine_examples,
-                )
-                if write.max_event_time_ms is not None:
-                    conn.execute(
-                        "INSERT INTO pipeline_state(key, value) VALUES ('max_event_time_ms', ?) "
-                        "ON CONFLICT(key) DO UPDATE SET value = CAST(MAX(CAST(value AS INTEGER), "
-                        "CAST(excluded.value AS INTEGER)) AS TEXT)",
-                        (str(write.max_event_time_ms),),
-                    )
+            conn.executemany(
+                "INSERT INTO top_clients(window_start, window_end, client_host, requests, "
+                "bytes) VALUES (?, ?, ?, ?, ?) ON CONFLICT(window_start, client_host) "
+                "DO UPDATE SET requests = requests + excluded.requests, "
+                "bytes = bytes + excluded.bytes",
+                write.clients,
+            )
+            conn.executemany(
+                "INSERT INTO trending_pages(window_start, window_end, url_path, requests) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT(window_start, window_end, url_path) "
+                "DO UPDATE SET requests = requests + excluded.requests",
+                write.pages,
+            )
+            conn.executemany(
+                "INSERT INTO unique_visitors(window_start, window_end, visitors, sketch) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT(window_start) DO UPDATE SET "
+                "visitors = excluded.visitors, sketch = excluded.sketch",
+                write.visitors,
+            )
+            if write.final_before is not None:
                 conn.execute(
-                    "INSERT INTO ledger(query, batch_id, committed_at, events, late_events, "
-                    "quarantined) VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        query,
-                        write.batch_id,
-                        _now(),
-                        write.events,
-                        write.late_events,
-                        write.quarantined,
-                    ),
+                    "UPDATE unique_visitors SET sketch = NULL "
+                    "WHERE sketch IS NOT NULL AND window_end <= ?",
+                    (write.final_before,),
                 )
-            return True
-        finally:
-            conn.close()
+            conn.executemany(
+                "INSERT INTO counters(name, value) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                [
+                    ("events", write.events),
+                    ("late_events", write.late_events),
+                    ("quarantined", write.quarantined),
+                ],
+            )
+            _keep_latest(
+                conn,
+                "late_examples",
+                "batch_id, event_time, watermark, client_host, url_path, source_file",
+                write.late_examples,
+            )
+            _keep_latest(
+                conn,
+                "quarantine_examples",
+                "batch_id, raw_line, source_file, reason",
+                write.quarantine_examples,
+            )
+            if write.max_event_time_ms is not None:
+                conn.execute(
+                    "INSERT INTO pipeline_state(key, value) VALUES ('max_event_time_ms', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = CAST(MAX(CAST(value AS INTEGER), "
+                    "CAST(excluded.value AS INTEGER)) AS TEXT)",
+                    (str(write.max_event_time_ms),),
+                )
+
+        return self.commit_batch(
+            query, write.batch_id, write.events, apply, write.late_events, write.quarantined
+        )
 
     def record_progress(self, rows: Iterable[dict[str, Any]]) -> None:
         """Append streaming-query progress rows (from the listener).
@@ -372,12 +354,18 @@ class ServingStore:
         return base
 
     def commit_batch(
-        self, query: str, batch_id: int, rows: int, apply: Callable[[sqlite3.Connection], None]
+        self,
+        query: str,
+        batch_id: int,
+        rows: int,
+        apply: Callable[[sqlite3.Connection], None],
+        late_events: int = 0,
+        quarantined: int = 0,
     ) -> bool:
         """Run ``apply(conn)`` and record ``(query, batch_id)`` in the ledger, in one transaction.
 
-        The exactly-once writer of the queries other than ingest (sessions, alerts): a
-        micro-batch replayed after a crash finds its id and changes nothing.
+        The exactly-once writer of every query (ingest, sessions, alerts): a micro-batch
+        replayed after a crash finds its id and changes nothing.
 
         Parameters
         ----------
@@ -388,6 +376,8 @@ class ServingStore:
             Rows the micro-batch produced (the ledger's ``events`` column).
         apply : callable
             Writes the micro-batch's rows with the given connection (no commit).
+        late_events, quarantined : int
+            The ingest query's other ledger columns.
 
         Returns
         -------
@@ -406,8 +396,8 @@ class ServingStore:
                 apply(conn)
                 conn.execute(
                     "INSERT INTO ledger(query, batch_id, committed_at, events, late_events, "
-                    "quarantined) VALUES (?, ?, ?, ?, 0, 0)",
-                    (query, batch_id, _now(), rows),
+                    "quarantined) VALUES (?, ?, ?, ?, ?, ?)",
+                    (query, batch_id, _now(), rows, late_events, quarantined),
                 )
             return True
         finally:
