@@ -119,7 +119,9 @@ def finish(tmp: Path, chunks: Path) -> None:
     done = subprocess.run(
         cli_args(tmp, chunks), env=env, capture_output=True, text=True, timeout=300
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    # the cause, not the logical plan Spark appends to a query's failure
+    causes = [line for line in done.stderr.splitlines() if "Exception" in line or "Error" in line]
+    assert done.returncode == 0, "\n".join(causes[:20])[:4000] or done.stderr[-3000:]
 
 
 def parquet_rows(spark, root: Path, name: str) -> Counter:
