@@ -43,7 +43,7 @@ from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.config import interval_seconds
 from logstream.schema import EVENT_COLUMNS
 from logstream.serving import IngestBatchWrite, ServingStore
-from logstream.sinks import publish_batch
+from logstream.sinks import publish_batch, run_stateful_plan
 
 __all__ = ["INGEST_QUERY", "IngestStage", "IngestTotals", "iso"]
 
@@ -134,6 +134,7 @@ class IngestStage:
     def __call__(self, parsed: DataFrame, batch_id: int) -> None:
         """Process micro-batch ``batch_id`` exactly once (see the module docstring)."""
         if self.store.is_committed(INGEST_QUERY, batch_id):
+            run_stateful_plan(parsed)  # the deduplication state still commits this batch
             return
         # the one read of the store's newest event time for this micro-batch
         before_ms = self.store.max_event_time_ms()

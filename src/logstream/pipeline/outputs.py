@@ -9,8 +9,9 @@ Each is called with the rows a stateful query emits in append mode for micro-bat
   ``(query, N)`` in the ledger (:meth:`logstream.serving.ServingStore.commit_batch`).
 
 A replay of micro-batch ``N`` after a crash recomputes the same rows from the checkpointed
-state and finds both writes done. Only bounded data reaches the driver: per-window
-statistics, at most :data:`~logstream.serving.store.SESSIONS_KEPT` sessions and
+state and finds both writes done; it still runs the plan, so that every state store commits
+the batch (:func:`logstream.sinks.run_stateful_plan`). Only bounded data reaches the driver:
+per-window statistics, at most :data:`~logstream.serving.store.SESSIONS_KEPT` sessions and
 :data:`~logstream.serving.store.ALERTS_KEPT` alerts per micro-batch.
 """
 
@@ -26,7 +27,7 @@ from logstream import analytics
 from logstream.pipeline.ingest import iso
 from logstream.serving import ServingStore
 from logstream.serving.store import ALERTS_KEPT, SESSIONS_KEPT
-from logstream.sinks import publish_batch
+from logstream.sinks import batch_dir, publish_batch, run_stateful_plan
 
 __all__ = ["AlertsSink", "SessionsSink", "TopClientsSink"]
 
@@ -63,6 +64,7 @@ class SessionsSink:
     def __call__(self, closed: DataFrame, batch_id: int) -> None:
         """Write micro-batch ``batch_id`` of closed sessions exactly once."""
         if self.store.is_committed(SESSIONS_QUERY, batch_id):
+            run_stateful_plan(closed)  # its state stores still commit this batch
             return
         closed = closed.persist(StorageLevel.MEMORY_AND_DISK)
         try:
@@ -153,9 +155,17 @@ class TopClientsSink:
 
     def __call__(self, counts: DataFrame, batch_id: int) -> None:
         """Publish the heavy hitters of micro-batch ``batch_id`` exactly once."""
-        if (self.root / f"batch_id={batch_id:010d}").exists() or counts.isEmpty():
+        if batch_dir(self.root, batch_id).exists():
+            run_stateful_plan(counts)  # its state stores still commit this batch
             return
-        publish_batch(analytics.top_clients_per_window(counts, self.top), self.root, batch_id)
+        counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            if counts.count():  # runs the whole plan once: every state store commits
+                publish_batch(
+                    analytics.top_clients_per_window(counts, self.top), self.root, batch_id
+                )
+        finally:
+            counts.unpersist()
 
 
 class AlertsSink:
@@ -180,6 +190,7 @@ class AlertsSink:
     def __call__(self, alerts: DataFrame, batch_id: int) -> None:
         """Write micro-batch ``batch_id`` of alerts exactly once."""
         if self.store.is_committed(ALERTS_QUERY, batch_id):
+            run_stateful_plan(alerts)  # its state stores still commit this batch
             return
         alerts = alerts.persist(StorageLevel.MEMORY_AND_DISK)
         try:

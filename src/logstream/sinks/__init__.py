@@ -6,6 +6,14 @@ from logstream.sinks.publish import (
     batch_dir,
     ensure_schema,
     publish_batch,
+    run_stateful_plan,
 )
 
-__all__ = ["BATCH_DIR_PREFIX", "SCHEMA_BATCH_ID", "batch_dir", "ensure_schema", "publish_batch"]
+__all__ = [
+    "BATCH_DIR_PREFIX",
+    "SCHEMA_BATCH_ID",
+    "batch_dir",
+    "ensure_schema",
+    "publish_batch",
+    "run_stateful_plan",
+]

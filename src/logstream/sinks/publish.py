@@ -25,7 +25,14 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-__all__ = ["BATCH_DIR_PREFIX", "SCHEMA_BATCH_ID", "batch_dir", "ensure_schema", "publish_batch"]
+__all__ = [
+    "BATCH_DIR_PREFIX",
+    "SCHEMA_BATCH_ID",
+    "batch_dir",
+    "ensure_schema",
+    "publish_batch",
+    "run_stateful_plan",
+]
 
 BATCH_DIR_PREFIX = "batch_id="
 
@@ -77,3 +84,14 @@ def ensure_schema(spark: SparkSession, root: Path, schema: StructType) -> None:
     if any(root.glob(f"{BATCH_DIR_PREFIX}*")):
         return
     publish_batch(spark.createDataFrame([], schema), root, SCHEMA_BATCH_ID)
+
+
+def run_stateful_plan(df: DataFrame) -> None:
+    """Execute a micro-batch's plan and discard the rows (Spark's ``noop`` sink).
+
+    A ``foreachBatch`` function that skips a micro-batch already written (a replay after a
+    crash) must still run it when the plan holds a stateful operator (deduplication, session
+    windows, ``transformWithState``): every state store partition has to commit the batch's
+    version, or Spark fails the query (``STATE_STORE_COMMIT_VALIDATION_FAILED``).
+    """
+    df.write.format("noop").mode("overwrite").save()
