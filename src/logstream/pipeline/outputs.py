@@ -17,6 +17,7 @@ per-window statistics, at most :data:`~logstream.serving.store.SESSIONS_KEPT` se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark import StorageLevel
@@ -36,7 +37,37 @@ TOP_CLIENTS_QUERY = "top_clients"
 ALERTS_QUERY = "alerts"
 
 
-class SessionsSink:
+class _ExactlyOnceSink:
+    """The exactly-once skeleton of a ``foreachBatch`` writer.
+
+    ``__call__`` skips a micro-batch already written (:meth:`_written`) after running its
+    plan, so its state stores still commit it; otherwise it persists the batch, lets
+    :meth:`_write` publish the Parquet output, then runs the store commit ``_write``
+    returns, outside the cached batch's lifetime.
+    """
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Write micro-batch ``batch_id`` exactly once."""
+        if self._written(batch_id):
+            run_stateful_plan(df)  # its state stores still commit this batch
+            return
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            commit = self._write(df, batch_id)
+        finally:
+            df.unpersist()
+        if commit is not None:
+            commit()
+
+    def _written(self, batch_id: int) -> bool:
+        raise NotImplementedError
+
+    def _write(self, df: DataFrame, batch_id: int) -> Callable[[], None] | None:
+        """Publish the persisted micro-batch; return the store commit to run, if any."""
+        raise NotImplementedError
+
+
+class SessionsSink(_ExactlyOnceSink):
     """Closed sessions → ``sessions/`` Parquet, the latest sessions and merged per-window
     statistics → serving store.
 
@@ -61,39 +92,35 @@ class SessionsSink:
         self.store = store
         self.stats_window = stats_window
 
-    def __call__(self, closed: DataFrame, batch_id: int) -> None:
-        """Write micro-batch ``batch_id`` of closed sessions exactly once."""
-        if self.store.is_committed(SESSIONS_QUERY, batch_id):
-            run_stateful_plan(closed)  # its state stores still commit this batch
-            return
-        closed = closed.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            count = closed.count()
-            if count == 0:
-                return
-            publish_batch(closed, self.root, batch_id)
-            latest = (
-                closed.orderBy(F.desc("session_end"), "client_host")
-                .limit(SESSIONS_KEPT)
-                .select(
-                    "client_host",
-                    "user_agent",
-                    iso("session_start"),
-                    iso("session_end"),
-                    "duration_s",
-                    "requests",
-                    "pages",
-                    "bytes",
-                    "entry_page",
-                    "exit_page",
-                    F.col("bounce").cast("int"),
-                )
-                .collect()
+    def _written(self, batch_id: int) -> bool:
+        return self.store.is_committed(SESSIONS_QUERY, batch_id)
+
+    def _write(self, closed: DataFrame, batch_id: int) -> Callable[[], None] | None:
+        count = closed.count()
+        if count == 0:
+            return None
+        publish_batch(closed, self.root, batch_id)
+        latest = (
+            closed.orderBy(F.desc("session_end"), "client_host")
+            .limit(SESSIONS_KEPT)
+            .select(
+                "client_host",
+                "user_agent",
+                iso("session_start"),
+                iso("session_end"),
+                "duration_s",
+                "requests",
+                "pages",
+                "bytes",
+                "entry_page",
+                "exit_page",
+                F.col("bounce").cast("int"),
             )
-            stats = self._merged_stats(closed)
-        finally:
-            closed.unpersist()
-        self.store.commit_sessions(batch_id, count, [tuple(r) for r in reversed(latest)], stats)
+            .collect()
+        )
+        stats = self._merged_stats(closed)
+        rows = [tuple(r) for r in reversed(latest)]
+        return lambda: self.store.commit_sessions(batch_id, count, rows, stats)
 
     def _merged_stats(self, closed: DataFrame) -> list[tuple[object, ...]]:
         fresh = [
@@ -132,7 +159,7 @@ class SessionsSink:
         ]
 
 
-class TopClientsSink:
+class TopClientsSink(_ExactlyOnceSink):
     """Finished client windows → the top clients by requests and by bytes → ``top_clients/``.
 
     Parameters
@@ -153,22 +180,15 @@ class TopClientsSink:
         self.root = output_dir / TOP_CLIENTS_QUERY
         self.top = top
 
-    def __call__(self, counts: DataFrame, batch_id: int) -> None:
-        """Publish the heavy hitters of micro-batch ``batch_id`` exactly once."""
-        if batch_dir(self.root, batch_id).exists():
-            run_stateful_plan(counts)  # its state stores still commit this batch
-            return
-        counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            if counts.count():  # runs the whole plan once: every state store commits
-                publish_batch(
-                    analytics.top_clients_per_window(counts, self.top), self.root, batch_id
-                )
-        finally:
-            counts.unpersist()
+    def _written(self, batch_id: int) -> bool:
+        return batch_dir(self.root, batch_id).exists()
+
+    def _write(self, counts: DataFrame, batch_id: int) -> None:
+        if counts.count():  # runs the whole plan once: every state store commits
+            publish_batch(analytics.top_clients_per_window(counts, self.top), self.root, batch_id)
 
 
-class AlertsSink:
+class AlertsSink(_ExactlyOnceSink):
     """Anomaly alerts → ``alerts/`` Parquet and the store's alert list.
 
     Parameters
@@ -187,32 +207,28 @@ class AlertsSink:
         self.root = output_dir / ALERTS_QUERY
         self.store = store
 
-    def __call__(self, alerts: DataFrame, batch_id: int) -> None:
-        """Write micro-batch ``batch_id`` of alerts exactly once."""
-        if self.store.is_committed(ALERTS_QUERY, batch_id):
-            run_stateful_plan(alerts)  # its state stores still commit this batch
-            return
-        alerts = alerts.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            rows = (
-                alerts.orderBy("window_start", "series", "metric")
-                .select(
-                    "series",
-                    "metric",
-                    iso("window_start"),
-                    iso("window_end"),
-                    "value",
-                    "mean",
-                    "std",
-                    "z",
-                    "direction",
-                )
-                .limit(ALERTS_KEPT)
-                .collect()
+    def _written(self, batch_id: int) -> bool:
+        return self.store.is_committed(ALERTS_QUERY, batch_id)
+
+    def _write(self, alerts: DataFrame, batch_id: int) -> Callable[[], None] | None:
+        rows = [
+            tuple(r)
+            for r in alerts.orderBy("window_start", "series", "metric")
+            .select(
+                "series",
+                "metric",
+                iso("window_start"),
+                iso("window_end"),
+                "value",
+                "mean",
+                "std",
+                "z",
+                "direction",
             )
-            if not rows:
-                return
-            publish_batch(alerts, self.root, batch_id)
-        finally:
-            alerts.unpersist()
-        self.store.commit_alerts(batch_id, [tuple(r) for r in rows])
+            .limit(ALERTS_KEPT)
+            .collect()
+        ]
+        if not rows:
+            return None
+        publish_batch(alerts, self.root, batch_id)
+        return lambda: self.store.commit_alerts(batch_id, rows)
