@@ -180,9 +180,17 @@ def run(
         typer.Option(
             "--dedup/--keep-duplicates",
             help="Count a line delivered again (a shipper's retry) once: identical lines "
-            "arriving within the watermark delay of each other are dropped and counted.",
+            "arriving within --dedup-window of each other are dropped and counted.",
         ),
     ] = True,
+    dedup_window: Annotated[
+        str,
+        typer.Option(
+            "--dedup-window",
+            help="Processing time in which a re-sent line is recognised; the deduplication "
+            "state holds the lines that arrived in this span.",
+        ),
+    ] = "10 minutes",
     session_gap: Annotated[
         str, typer.Option("--session-gap", help="Inactivity that ends a visitor's session.")
     ] = "30 minutes",
@@ -326,6 +334,7 @@ def run(
                 max_files_per_trigger=v["max_files_per_trigger"],
                 sink=v["sink"],
                 dedup=v["dedup"],
+                dedup_window=v["dedup_window"],
                 session_gap=v["session_gap"],
                 session_stats_window=v["session_stats_window"],
                 clients_window=v["clients_window"],

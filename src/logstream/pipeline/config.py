@@ -96,8 +96,12 @@ class PipelineConfig(BaseModel):
         micro-batch for exploration (no outputs, no store).
     dedup : bool
         Count a line delivered again (a shipper's retry) once: identical lines arriving within
-        the watermark delay of each other are dropped (default True; see
+        ``dedup_window`` of each other are dropped (default True; see
         :mod:`logstream.sources.dedup`).
+    dedup_window : str
+        Processing-time span in which a re-sent line is recognised (default ``10 minutes``):
+        the deduplication state holds the key of every line that arrived in the last
+        ``dedup_window``, so its rows are bounded by arrival rate × this span.
     session_gap : str
         Inactivity after which a visitor's session ends (default ``30 minutes``).
     session_stats_window : str
@@ -131,6 +135,7 @@ class PipelineConfig(BaseModel):
     max_files_per_trigger: int | None = Field(default=None, ge=1)
     sink: Literal["parquet", "console"] = "parquet"
     dedup: bool = True
+    dedup_window: str = "10 minutes"
     session_gap: str = "30 minutes"
     session_stats_window: str = "1 hour"
     clients_window: str = "5 minutes"
@@ -139,6 +144,7 @@ class PipelineConfig(BaseModel):
 
     @field_validator(
         "watermark",
+        "dedup_window",
         "traffic_window",
         "trending_window",
         "trending_slide",

@@ -183,7 +183,7 @@ class Pipeline:
             ensure_schema(self.spark, self.cfg.output_dir / sub, schema)
         lines = stream_lines(self.spark, self.cfg)
         if self.cfg.dedup:
-            lines = drop_duplicate_lines(lines, self.cfg.watermark)
+            lines = drop_duplicate_lines(lines, self.cfg.dedup_window)
         parsed = parse(lines, self.fmt)
         writer = (
             parsed.writeStream.queryName(INGEST_QUERY)
