@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from logstream.analytics import sessions
@@ -47,11 +48,11 @@ def summarise(host, hits):
     )
 
 
-def test_sessions_on_the_nasa_day_equal_a_plain_python_sessionization(spark, nasa_day):
-    ev = events(parse(read_lines(spark, [nasa_day]), compile_format("common")))
-    got = (
-        sessions(ev)
-        .select(
+def session_tuples(closed: DataFrame) -> Counter:
+    """Sessions (the output of :func:`sessions`) as :func:`python_sessions` tuples, counted."""
+    return Counter(
+        tuple(r)
+        for r in closed.select(
             "client_host",
             F.unix_seconds("session_start"),
             F.unix_seconds("session_end"),
@@ -61,13 +62,16 @@ def test_sessions_on_the_nasa_day_equal_a_plain_python_sessionization(spark, nas
             "entry_page",
             "exit_page",
             "bounce",
-        )
-        .collect()
+        ).collect()
     )
+
+
+def test_sessions_on_the_nasa_day_equal_a_plain_python_sessionization(spark, nasa_day):
+    ev = events(parse(read_lines(spark, [nasa_day]), compile_format("common")))
     refs, _ = oracle.parse_file(nasa_day)
     expected = python_sessions(refs)
     assert len(expected) > 3000
-    assert Counter(tuple(r) for r in got) == Counter(expected)
+    assert session_tuples(sessions(ev)) == Counter(expected)
 
 
 def test_duration_and_bounce_follow_from_the_requests(spark, tmp_path):

@@ -7,20 +7,12 @@ import shutil
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import PARQUET_OUTPUTS, config, nasa_lines, write_chunks
 
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
 from logstream.sources import LINE_KEY, drop_duplicate_lines
 
-PARQUET_OUTPUTS = [
-    "events",
-    "traffic_per_minute",
-    "trending_pages",
-    "unique_visitors",
-    "sessions",
-    "top_clients",
-]
 STORE_TABLES = {
     "traffic_per_minute": "window_start",
     "trending_pages": "window_start, url_path",

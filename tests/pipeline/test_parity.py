@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 from tests import oracle
-from tests.analytics.test_sessions import python_sessions
+from tests.analytics.test_sessions import python_sessions, session_tuples
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 from logstream import analytics
@@ -163,22 +163,7 @@ def test_closed_sessions_equal_a_plain_python_sessionization(spark, streamed, na
     ).first()["w"]
     # a session is emitted once the watermark passes its last request + the 30-minute gap
     expected = Counter(s for s in python_sessions(unique) if s[2] + 1800 < watermark)
-    got = Counter(
-        tuple(r)
-        for r in spark.read.parquet(str(tmp / "out" / "sessions"))
-        .select(
-            "client_host",
-            F.unix_seconds("session_start"),
-            F.unix_seconds("session_end"),
-            "requests",
-            "pages",
-            "bytes",
-            "entry_page",
-            "exit_page",
-            "bounce",
-        )
-        .collect()
-    )
+    got = session_tuples(spark.read.parquet(str(tmp / "out" / "sessions")))
     assert sum(expected.values()) > 2500
     assert got == expected
 

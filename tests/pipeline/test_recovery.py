@@ -16,19 +16,11 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import PARQUET_OUTPUTS, config, nasa_lines, write_chunks
 
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
 
-OUTPUTS = (
-    "events",
-    "traffic_per_minute",
-    "trending_pages",
-    "unique_visitors",
-    "sessions",
-    "top_clients",
-)
 STORE_TABLES = {
     "traffic_per_minute": "SELECT * FROM traffic_per_minute",
     "trending_pages": "SELECT * FROM trending_pages",
@@ -153,7 +145,7 @@ def test_sigkill_then_restart_ends_identical_to_an_uninterrupted_run(
 ):
     run_and_kill(tmp_path, chunks, lambda: KILL_POINTS[kill_point](tmp_path))
     finish(tmp_path, chunks)
-    for name in OUTPUTS:
+    for name in PARQUET_OUTPUTS:
         got, want = parquet_rows(spark, tmp_path, name), parquet_rows(spark, reference, name)
         assert got == want, (
             f"{name}: {sum((got - want).values())} extra, {sum((want - got).values())} missing"
