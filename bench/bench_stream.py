@@ -11,10 +11,12 @@ July, 1,093,432 lines). Three measurements in one run:
    watermark and the alert series' idle timers bound them: they stop growing once it
    advances);
 3. ``latency``: a processing-time trigger while a feeder drops chunk files into the input
-   directory at a fixed rate; per-batch durations of every query.
+   directory at a fixed rate; per-batch durations of every query, and the deduplication
+   state after each ingest micro-batch (bounded by arrival rate × ``--dedup-window``, which
+   a backfill never reaches: its whole input arrives within one window).
 
 Writes bench/results/stream.json. Usage: python bench/bench_stream.py [--days 31]
-[--files-per-trigger 1] [--rate 20000] [--latency-seconds 60]
+[--files-per-trigger 1] [--rate 20000] [--latency-seconds 60] [--dedup-window "10 minutes"]
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def pipeline_config(tmp: Path, input_dir: Path, **extra):
     )
 
 
-def throughput(spark, files: list[Path], per_trigger: int) -> dict:
+def throughput(spark, files: list[Path], per_trigger: int, dedup_window: str) -> dict:
     from logstream.pipeline import Pipeline
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-stream-"))
@@ -60,7 +62,13 @@ def throughput(spark, files: list[Path], per_trigger: int) -> dict:
         link = landing / f.name
         link.symlink_to(f)
         os.utime(link, (1_000_000 + i, 1_000_000 + i), follow_symlinks=False)
-    cfg = pipeline_config(tmp, landing, trigger="available-now", max_files_per_trigger=per_trigger)
+    cfg = pipeline_config(
+        tmp,
+        landing,
+        trigger="available-now",
+        max_files_per_trigger=per_trigger,
+        dedup_window=dedup_window,
+    )
     pipeline = Pipeline(spark, cfg)
     t0 = time.perf_counter()
     pipeline.run()
@@ -85,6 +93,9 @@ def throughput(spark, files: list[Path], per_trigger: int) -> dict:
                 }
             )
     ingest = [r["batch_duration_ms"] for r in history if r["query"] == "ingest"]
+    busy: dict[str, int] = {}  # seconds each query spent in micro-batches
+    for row in history:
+        busy[row["query"]] = busy.get(row["query"], 0) + row["batch_duration_ms"]
     shutil.rmtree(tmp, ignore_errors=True)
     return {
         "lines": lines,
@@ -95,13 +106,14 @@ def throughput(spark, files: list[Path], per_trigger: int) -> dict:
         "ingest_batch_ms_median": statistics.median(ingest) if ingest else None,
         "on_time_events": totals.events,
         "duplicates_dropped": duplicates,
+        "query_busy_s": {q: round(ms / 1000, 1) for q, ms in busy.items()},
         "state_final": {q: curve[-1] for q, curve in state.items()},
         "state_max_rows": {q: max(c["state_rows"] for c in curve) for q, curve in state.items()},
         "state_curve": state,
     }
 
 
-def latency(spark, day_files: list[Path], rate: int, seconds: int) -> dict:
+def latency(spark, day_files: list[Path], rate: int, seconds: int, dedup_window: str) -> dict:
     from logstream.pipeline import Pipeline
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-latency-"))
@@ -110,7 +122,7 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int) -> dict:
     lines = [line for f in day_files for line in f.read_text().splitlines(keepends=True)]
     first = "".join(lines[:1000])
     (landing / "seed.log").write_text(first)  # for nothing to wait on at start
-    cfg = pipeline_config(tmp, landing, trigger="2 seconds")
+    cfg = pipeline_config(tmp, landing, trigger="2 seconds", dedup_window=dedup_window)
     pipeline = Pipeline(spark, cfg)
     stop = threading.Event()
 
@@ -141,11 +153,14 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int) -> dict:
     pipeline.stop()
     by_query: dict[str, list[int]] = {}
     ingest_rows = []
+    dedup_state = []
     for row in pipeline.listener.history:
         if row["num_input_rows"]:
             by_query.setdefault(row["query"], []).append(row["batch_duration_ms"])
             if row["query"] == "ingest":
                 ingest_rows.append(row["num_input_rows"])
+        if row["query"] == "ingest" and row["state_rows"] is not None:
+            dedup_state.append((row["state_rows"], row["state_memory_bytes"]))
     shutil.rmtree(tmp, ignore_errors=True)
     return {
         "input_rate_lines_per_s": rate,
@@ -155,6 +170,10 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int) -> dict:
         + pipeline.totals.quarantined
         + pipeline.totals.late_events,
         "ingest_rows_per_batch_median": statistics.median(ingest_rows) if ingest_rows else 0,
+        "dedup_window": dedup_window,
+        "dedup_state_rows": [r for r, _ in dedup_state],
+        "dedup_state_memory_bytes": [m for _, m in dedup_state],
+        "dedup_state_max_rows": max((r for r, _ in dedup_state), default=0),
         "batch_ms": {
             q: {
                 "n": len(v),
@@ -173,6 +192,7 @@ def main() -> None:
     parser.add_argument("--files-per-trigger", type=int, default=1)
     parser.add_argument("--rate", type=int, default=20000)
     parser.add_argument("--latency-seconds", type=int, default=60)
+    parser.add_argument("--dedup-window", default="10 minutes")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
@@ -188,9 +208,11 @@ def main() -> None:
         f"Python {platform.python_version()}",
     }
     if not args.skip_throughput:
-        result["throughput"] = throughput(spark, files, args.files_per_trigger)
+        result["throughput"] = throughput(spark, files, args.files_per_trigger, args.dedup_window)
     if not args.skip_latency:
-        result["latency"] = latency(spark, files, args.rate, args.latency_seconds)
+        result["latency"] = latency(
+            spark, files, args.rate, args.latency_seconds, args.dedup_window
+        )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "stream.json").write_text(json.dumps(result, indent=2) + "\n")
     through = result.get("throughput", {})
