@@ -179,13 +179,6 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
         The store file, shown in the header.
     """
 
-    def graph(gid: str) -> dcc.Graph:
-        return dcc.Graph(
-            id=gid,
-            config={"displaylogo": False},
-            figure={"data": [], "layout": {"height": 250}},
-        )
-
     return html.Div(
         [
             html.Header(
@@ -214,50 +207,41 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                 [
                     html.Div(
                         [
-                            html.Div(
-                                [
-                                    html.Label("Time range", className="ctl"),
-                                    dcc.RadioItems(
-                                        id="range",
-                                        options=[
-                                            {"label": label, "value": key}
-                                            for key, (label, _) in TIME_RANGES.items()
-                                        ],
-                                        value=DEFAULT_RANGE,
-                                        inline=True,
-                                        labelClassName="opt",
-                                    ),
-                                    html.Div("back from the newest event time", className="hint"),
-                                ]
+                            _control(
+                                "Time range",
+                                dcc.RadioItems(
+                                    id="range",
+                                    options=[
+                                        {"label": label, "value": key}
+                                        for key, (label, _) in TIME_RANGES.items()
+                                    ],
+                                    value=DEFAULT_RANGE,
+                                    inline=True,
+                                    labelClassName="opt",
+                                ),
+                                "back from the newest event time",
                             ),
-                            html.Div(
-                                [
-                                    html.Label("URL prefix", className="ctl"),
-                                    dcc.Input(
-                                        id="url-prefix",
-                                        type="text",
-                                        placeholder="/shuttle/ + Enter",
-                                        debounce=True,
-                                        value="",
-                                    ),
-                                    html.Div("filters the trending pages", className="hint"),
-                                ]
+                            _control(
+                                "URL prefix",
+                                dcc.Input(
+                                    id="url-prefix",
+                                    type="text",
+                                    placeholder="/shuttle/ + Enter",
+                                    debounce=True,
+                                    value="",
+                                ),
+                                "filters the trending pages",
                             ),
-                            html.Div(
-                                [
-                                    html.Label("Status", className="ctl"),
-                                    dcc.Checklist(
-                                        id="status-filter",
-                                        options=[{"label": c, "value": c} for c in STATUS_CLASSES],
-                                        value=list(STATUS_CLASSES),
-                                        inline=True,
-                                        labelClassName="opt",
-                                    ),
-                                    html.Div(
-                                        "filters the requests chart and request totals",
-                                        className="hint",
-                                    ),
-                                ]
+                            _control(
+                                "Status",
+                                dcc.Checklist(
+                                    id="status-filter",
+                                    options=[{"label": c, "value": c} for c in STATUS_CLASSES],
+                                    value=list(STATUS_CLASSES),
+                                    inline=True,
+                                    labelClassName="opt",
+                                ),
+                                "filters the requests chart and request totals",
                             ),
                         ],
                         className="controls",
@@ -269,54 +253,46 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                         role="status",
                     ),
                     html.Div(id="kpis", className="kpis"),
-                    html.Div(
-                        [
-                            html.Div(id="trending", className="panel"),
-                            html.Div(graph("graph-requests"), className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(id="alerts", className="panel"),
-                            html.Div(id="top-clients", className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(graph("graph-bytes"), className="panel"),
-                            html.Div(graph("graph-errors"), className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(graph("graph-visitors"), className="panel"),
-                            html.Div(graph("graph-health"), className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(graph("graph-sessions"), className="panel"),
-                            html.Div(id="sessions", className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(id="late", className="panel"),
-                            html.Div(id="quarantine", className="panel"),
-                        ],
-                        className="grid2",
-                    ),
+                    _row("trending", "graph-requests"),
+                    _row("alerts", "top-clients"),
+                    _row("graph-bytes", "graph-errors"),
+                    _row("graph-visitors", "graph-health"),
+                    _row("graph-sessions", "sessions"),
+                    _row("late", "quarantine"),
                     html.Div(html.Div(id="health", className="panel"), className="grid1"),
                     dcc.Interval(id="tick", interval=refresh_ms, n_intervals=0),
                     dcc.Store(id="seen", data=None),
                 ]
             ),
         ]
+    )
+
+
+def _control(label: str, widget: Any, hint: str) -> html.Div:
+    """One control of the bar: its label, the input ``widget``, a hint below."""
+    return html.Div([html.Label(label, className="ctl"), widget, html.Div(hint, className="hint")])
+
+
+def _row(*ids: str) -> html.Div:
+    """Panels side by side (``grid2``): a chart for an id of :data:`GRAPHS`, else an empty
+    panel with that id that the refresh fills."""
+    return html.Div(
+        [
+            html.Div(_graph(i), className="panel")
+            if i in GRAPHS
+            else html.Div(id=i, className="panel")
+            for i in ids
+        ],
+        className="grid2",
+    )
+
+
+def _graph(gid: str) -> dcc.Graph:
+    """An empty chart ``gid`` (the refresh sends its figure)."""
+    return dcc.Graph(
+        id=gid,
+        config={"displaylogo": False},
+        figure={"data": [], "layout": {"height": 250}},
     )
 
 
