@@ -30,6 +30,8 @@ from logstream.dashboard.data import (
     Alert,
     Snapshot,
     TopClient,
+    TopClients,
+    Trending,
     epoch_s,
 )
 from logstream.dashboard.figures import plot_time, sparkline_uri
@@ -437,24 +439,12 @@ def trending_panel(snap: Snapshot) -> list[Any]:
     tr = snap.trending
     if snap.state != "ok" or tr is None:
         return [heading, html.Div("No trending window yet.", className="empty")]
-    state = "complete" if tr.complete else "still open (no window is complete yet)"
-    window = html.Div(
-        [
-            html.Span(
-                f"{plot_time(tr.window_start)} – {plot_time(tr.window_end)} UTC",
-                id="trending-window",
-                **{"data-start": tr.window_start, "data-end": tr.window_end},
-            ),
-            html.Span(
-                f" · {tr.window_s / 60:g}-minute window, {state}"
-                + (
-                    f" · {tr.matching_pages:,} pages start with {snap.filters.url_prefix!r}"
-                    if snap.filters.url_prefix
-                    else ""
-                ),
-                className="hint",
-            ),
-        ]
+    window = _window_head(
+        tr,
+        "trending-window",
+        f" · {tr.matching_pages:,} pages start with {snap.filters.url_prefix!r}"
+        if snap.filters.url_prefix
+        else "",
     )
     if not tr.pages:
         what = (
@@ -490,31 +480,26 @@ def trending_panel(snap: Snapshot) -> list[Any]:
                 ]
             )
         )
-    table = html.Table(
-        [
-            html.Thead(
-                html.Tr(
-                    [
-                        html.Th("#"),
-                        html.Th("page"),
-                        html.Th("requests"),
-                        html.Th("vs prev."),
-                        html.Th(f"last {len(tr.trend_ends)} windows"),
-                    ]
-                )
-            ),
-            html.Tbody(rows),
-        ],
-        id="trending-table",
-    )
+    headings = ["#", "page", "requests", "vs prev.", f"last {len(tr.trend_ends)} windows"]
+    table = _table("trending-table", headings, rows)
     return [heading, window, table]
 
 
-def _window_label(start: str, end: str, wid: str) -> html.Span:
-    return html.Span(
-        f"{plot_time(start)} – {plot_time(end)} UTC",
-        id=wid,
-        **{"data-start": start, "data-end": end},
+def _window_head(window: Trending | TopClients, wid: str, more: str = "") -> html.Div:
+    """The window a panel shows: its bounds (element ``wid``, with ``data-start`` and
+    ``data-end``), its width and whether it is complete, then ``more``."""
+    state = "complete" if window.complete else "still open (no window is complete yet)"
+    return html.Div(
+        [
+            html.Span(
+                f"{plot_time(window.window_start)} – {plot_time(window.window_end)} UTC",
+                id=wid,
+                **{"data-start": window.window_start, "data-end": window.window_end},
+            ),
+            html.Span(
+                f" · {window.window_s / 60:g}-minute window, {state}{more}", className="hint"
+            ),
+        ]
     )
 
 
@@ -569,25 +554,8 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
                 ]
             )
         )
-    table = html.Table(
-        [
-            html.Thead(
-                html.Tr(
-                    [
-                        html.Th("minute (UTC)"),
-                        html.Th("series"),
-                        html.Th("metric"),
-                        html.Th(""),
-                        html.Th("value"),
-                        html.Th("mean ± std"),
-                        html.Th("z"),
-                    ]
-                )
-            ),
-            html.Tbody(rows),
-        ],
-        id="alerts-table",
-    )
+    headings = ["minute (UTC)", "series", "metric", "", "value", "mean ± std", "z"]
+    table = _table("alerts-table", headings, rows)
     return [heading, hint, html.Div(table, className="scroll")]
 
 
@@ -613,13 +581,7 @@ def _clients_table(tid: str, clients: list[TopClient], total: int, by: str) -> h
                 title=f"{c.client_host}: {c.requests:,} requests, {c.bytes:,} bytes",
             )
         )
-    return html.Table(
-        [
-            html.Thead(html.Tr([html.Th("#"), html.Th("client"), html.Th(by), html.Th("share")])),
-            html.Tbody(rows),
-        ],
-        id=tid,
-    )
+    return _table(tid, ["#", "client", by, "share"], rows)
 
 
 def top_clients_panel(snap: Snapshot) -> list[Any]:
@@ -628,16 +590,10 @@ def top_clients_panel(snap: Snapshot) -> list[Any]:
     tc = snap.top_clients
     if snap.state != "ok" or tc is None:
         return [heading, html.Div("No clients window yet.", className="empty", id="clients-empty")]
-    state = "complete" if tc.complete else "still open (no window is complete yet)"
-    window = html.Div(
-        [
-            _window_label(tc.window_start, tc.window_end, "clients-window"),
-            html.Span(
-                f" · {tc.window_s / 60:g}-minute window, {state} · {tc.clients:,} clients, "
-                f"{tc.requests:,} requests, {human_bytes(tc.bytes)}",
-                className="hint",
-            ),
-        ]
+    window = _window_head(
+        tc,
+        "clients-window",
+        f" · {tc.clients:,} clients, {tc.requests:,} requests, {human_bytes(tc.bytes)}",
     )
     return [
         heading,
@@ -709,24 +665,8 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
     ]
     table: Any = html.Div("None kept yet.", className="empty", id="sessions-table-empty")
     if rows:
-        table = html.Table(
-            [
-                html.Thead(
-                    html.Tr(
-                        [
-                            html.Th("client"),
-                            html.Th("start (UTC)"),
-                            html.Th("duration"),
-                            html.Th("requests"),
-                            html.Th("pages"),
-                            html.Th("bytes"),
-                        ]
-                    )
-                ),
-                html.Tbody(rows),
-            ],
-            id="sessions-table",
-        )
+        headings = ["client", "start (UTC)", "duration", "requests", "pages", "bytes"]
+        table = _table("sessions-table", headings, rows)
     return [
         heading,
         html.Div(summary, className="hint", id="sessions-summary"),
@@ -735,26 +675,30 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
     ]
 
 
-def _table(tid: str, columns: list[tuple[str, str, str]], rows: list[dict[str, Any]]) -> Any:
-    if not rows:
-        return html.Div("None so far.", className="empty", id=f"{tid}-empty")
+def _table(tid: str, headings: list[str], rows: list[Any]) -> html.Table:
+    """Table ``tid``: a head row of ``headings``, then the body ``rows`` (``html.Tr``)."""
     return html.Table(
-        [
-            html.Thead(html.Tr([html.Th(label) for _, label, _ in columns])),
-            html.Tbody(
-                [
-                    html.Tr(
-                        [
-                            html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
-                            for key, _, cls in columns
-                        ]
-                    )
-                    for r in rows
-                ]
-            ),
-        ],
-        id=tid,
+        [html.Thead(html.Tr([html.Th(h) for h in headings])), html.Tbody(rows)], id=tid
     )
+
+
+def _records_table(
+    tid: str, columns: list[tuple[str, str, str]], records: list[dict[str, Any]]
+) -> Any:
+    """Table ``tid`` of ``records``: a column per ``(key, heading, cell class)``; "None so
+    far." when there is none."""
+    if not records:
+        return html.Div("None so far.", className="empty", id=f"{tid}-empty")
+    rows = [
+        html.Tr(
+            [
+                html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
+                for key, _, cls in columns
+            ]
+        )
+        for r in records
+    ]
+    return _table(tid, [heading for _, heading, _ in columns], rows)
 
 
 def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
@@ -767,7 +711,7 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
             "not counted in the windows. Latest examples:",
             className="hint",
         ),
-        _table(
+        _records_table(
             "late-table",
             [
                 ("event_time", "event time", ""),
@@ -791,7 +735,7 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
         html.Div(
             "Lines that did not parse, kept in quarantine/. Latest examples:", className="hint"
         ),
-        _table(
+        _records_table(
             "quarantine-table",
             [
                 ("raw_line", "line", "raw"),
@@ -830,7 +774,7 @@ def health_table(snap: Snapshot) -> list[Any]:
     ]
     return [
         heading,
-        _table(
+        _records_table(
             "health-table",
             [
                 ("query", "query", ""),
