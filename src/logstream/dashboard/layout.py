@@ -344,6 +344,12 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
     h = snap.health
     classes = snap.filters.status_classes
     which = "all classes" if len(classes) == len(STATUS_CLASSES) else ", ".join(classes) or "none"
+
+    def counter(key: str, label: str, name: str, detail: str, warn: bool = False) -> html.Div:
+        """Card of the store's counter ``name``; ``warn``: highlighted when it is not 0."""
+        count = c.get(name, 0)
+        return _kpi(key, label, _num(count), detail, warn=warn and bool(count))
+
     cards = [
         _kpi(
             "requests",
@@ -358,25 +364,15 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             "–" if not t or not t.total_all else f"{100 * t.total_errors / t.total_all:.2f} %",
             f"{_num(t.total_errors if t else None)} requests ≥ 400",
         ),
-        _kpi("events", "On-time events", _num(c.get("events", 0)), "since the store was created"),
-        _kpi(
-            "late",
-            "Late events",
-            _num(c.get("late_events", 0)),
-            "event time ≤ watermark",
-            warn=bool(c.get("late_events")),
+        counter("events", "On-time events", "events", "since the store was created"),
+        counter("late", "Late events", "late_events", "event time ≤ watermark", warn=True),
+        counter(
+            "quarantined", "Quarantined lines", "quarantined", "could not be parsed", warn=True
         ),
-        _kpi(
-            "quarantined",
-            "Quarantined lines",
-            _num(c.get("quarantined", 0)),
-            "could not be parsed",
-            warn=bool(c.get("quarantined")),
-        ),
-        _kpi(
+        counter(
             "duplicates",
             "Duplicate lines",
-            _num(c.get("duplicates", 0)),
+            "duplicates",
             "deduplication is off" if snap.dedup is False else "dropped as shipper retries",
         ),
         _kpi("newest", "Newest event", _short_time(snap.newest_event), "event time"),
