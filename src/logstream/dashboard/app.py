@@ -127,9 +127,9 @@ _OUTPUTS = (
     ("graph-sessions", "figure"),
     ("sessions", "children"),
 )
-#: Outputs kept as they are when the store has no new data and the controls did not change
-#: (every output after ``seen``).
-_DATA_OUTPUTS = len(_OUTPUTS) - 4
+#: What a refresh sends for the outputs after ``seen`` to leave them as they are (the store
+#: has no new data and the controls did not change, or the refresh failed).
+_UNCHANGED = (dash.no_update,) * (len(_OUTPUTS) - 4)
 
 
 def refresh_outputs(
@@ -170,29 +170,22 @@ def refresh_outputs(
     children, cls = banner(snap)
     head = (children, cls, snap.read_at, key)
     if seen == key and snap.state == "ok":
-        return head + (dash.no_update,) * _DATA_OUTPUTS
+        return head + _UNCHANGED
     return head + render(snap)
 
 
-def safe_refresh(
-    store_path: Path | str,
-    time_range: str | None,
-    url_prefix: str | None,
-    status_classes: list[str] | None,
-    seen: Any = None,
-    *,
-    top: int | None = None,
-) -> tuple[Any, ...]:
-    """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
-    page never shows a stack trace; the log has it) and the panels keep their content."""
+def safe_refresh(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """:func:`refresh_outputs` (same arguments), but an unexpected error becomes a message in
+    the banner (the page never shows a stack trace; the log has it) and the panels keep their
+    content."""
     try:
-        return refresh_outputs(store_path, time_range, url_prefix, status_classes, seen, top=top)
+        return refresh_outputs(*args, **kwargs)
     except Exception as exc:
         log.exception("dashboard refresh failed")
         message = html.P(
             f"Could not refresh ({type(exc).__name__}: {exc}); retrying at the next refresh."
         )
-        return ([message], "banner unreadable", "–", None) + (dash.no_update,) * _DATA_OUTPUTS
+        return ([message], "banner unreadable", "–", None, *_UNCHANGED)
 
 
 def render(snap: Snapshot) -> tuple[Any, ...]:
