@@ -99,10 +99,19 @@ def _spark_ui_for_request() -> str:
 
     host = "127.0.0.1"
     if flask.has_request_context():
-        name = urlsplit("//" + flask.request.host).hostname
-        if name:
-            host = f"[{name}]" if ":" in name else name
-    return f"http://{host}:{SPARK_UI_PORT}"
+        host = urlsplit("//" + flask.request.host).hostname or host
+    return _origin(host, SPARK_UI_PORT)
+
+
+def _origin(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets.
+
+    Examples
+    --------
+    >>> _origin("127.0.0.1", 8050), _origin("::1", 4040)
+    ('http://127.0.0.1:8050', 'http://[::1]:4040')
+    """
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 # -- the app ---------------------------------------------------------------------------------
@@ -298,8 +307,7 @@ class DashboardServer:
     @property
     def url(self) -> str:
         """Address of the page."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/"
+        return _origin(self.host, self.port) + "/"
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and release the port (idempotent)."""
@@ -347,6 +355,14 @@ def _bind(app: Dash, host: str, port: int) -> BaseWSGIServer:
         ) from exc
 
 
+def _listen(store_path: Path | str, host: str, port: int, **options: Any) -> BaseWSGIServer:
+    """The dashboard of ``store_path`` (``options``: as :func:`create_app`) bound to
+    ``host``:``port``, not serving yet; a warning when other machines can reach it."""
+    server = _bind(create_app(store_path, **options), host, port)
+    _warn_if_exposed(host)
+    return server
+
+
 def _warn_if_exposed(host: str) -> str | None:
     if is_loopback(host):
         return None
@@ -390,9 +406,9 @@ def start_dashboard_thread(
     ConfigError
         When the port is out of range or the address cannot be bound.
     """
-    app = create_app(store_path, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url)
-    server = _bind(app, host, port)
-    _warn_if_exposed(host)
+    server = _listen(
+        store_path, host, port, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url
+    )
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="logstream-dashboard"
     )
@@ -425,12 +441,11 @@ def serve_dashboard(
     ConfigError
         When the port is out of range or the address cannot be bound.
     """
-    app = create_app(store_path, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url)
-    server = _bind(app, host, port)
-    _warn_if_exposed(host)
-    bound = f"[{host}]" if ":" in host else host
+    server = _listen(
+        store_path, host, port, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url
+    )
     if on_ready is not None:
-        on_ready(f"http://{bound}:{server.port}/")
+        on_ready(_origin(host, server.port) + "/")
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
