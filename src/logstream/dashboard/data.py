@@ -741,6 +741,36 @@ def _visitors(conn: sqlite3.Connection, range_start: str | None, bucket: int) ->
     )
 
 
+def _latest_window(
+    conn: sqlite3.Connection, table: str, watermark_s: float, order: str
+) -> tuple[str, str, bool] | None:
+    """The window a panel of ``table`` shows: the latest complete one, else the newest open one.
+
+    Parameters
+    ----------
+    conn : sqlite3.Connection
+        The refresh's read transaction.
+    table : str
+        A table of windows (``window_start``, ``window_end``: ISO UTC text).
+    watermark_s : float
+        The watermark, epoch seconds: a window ending at or before it is complete.
+    order : str
+        ``ORDER BY`` clause that puts the latest window first (and uses the table's index).
+
+    Returns
+    -------
+    tuple of (str, str, bool) or None
+        Start, end, whether it is complete; None when ``table`` is empty.
+    """
+    select = f"SELECT window_start, window_end FROM {table}"
+    latest = f"ORDER BY {order} LIMIT 1"
+    row = conn.execute(f"{select} WHERE window_end <= ? {latest}", (iso(watermark_s),)).fetchone()
+    if row is not None:
+        return row[0], row[1], True
+    row = conn.execute(f"{select} {latest}").fetchone()  # nothing complete yet: the newest open
+    return None if row is None else (row[0], row[1], False)
+
+
 def _trending(
     conn: sqlite3.Connection,
     state: dict[str, str],
@@ -748,20 +778,12 @@ def _trending(
     watermark_s: float,
     top: int,
 ) -> Trending | None:
-    row = conn.execute(
-        "SELECT window_start, window_end FROM trending_pages WHERE window_end <= ? "
-        "ORDER BY window_end DESC, window_start DESC LIMIT 1",
-        (iso(watermark_s),),
-    ).fetchone()
-    complete = row is not None
-    if row is None:  # nothing complete yet: the newest open window
-        row = conn.execute(
-            "SELECT window_start, window_end FROM trending_pages "
-            "ORDER BY window_end DESC, window_start DESC LIMIT 1"
-        ).fetchone()
-        if row is None:
-            return None
-    start, end = row[0], row[1]
+    latest = _latest_window(
+        conn, "trending_pages", watermark_s, "window_end DESC, window_start DESC"
+    )
+    if latest is None:
+        return None
+    start, end, complete = latest
     window_s = _interval_s(state.get("trending_window")) or (epoch_s(end) - epoch_s(start))
     slide_s = _interval_s(state.get("trending_slide")) or window_s
     prefix = filters.url_prefix
@@ -898,21 +920,11 @@ def _alerts(conn: sqlite3.Connection, range_start: str | None) -> Alerts:
 def _top_clients(
     conn: sqlite3.Connection, state: dict[str, str], watermark_s: float, top: int
 ) -> TopClients | None:
-    """Top clients of the latest complete clients window, else of the newest open one (as
-    :func:`_trending`)."""
-    row = conn.execute(
-        "SELECT window_start, window_end FROM top_clients WHERE window_end <= ? "
-        "ORDER BY window_end DESC LIMIT 1",
-        (iso(watermark_s),),
-    ).fetchone()
-    complete = row is not None
-    if row is None:
-        row = conn.execute(
-            "SELECT window_start, window_end FROM top_clients ORDER BY window_end DESC LIMIT 1"
-        ).fetchone()
-        if row is None:
-            return None
-    start, end = row[0], row[1]
+    """Top clients of the latest complete clients window, else of the newest open one."""
+    latest = _latest_window(conn, "top_clients", watermark_s, "window_end DESC")
+    if latest is None:
+        return None
+    start, end, complete = latest
     # ``+window_start``: keep the (window_end, requests DESC) index for the ranking
     where = "WHERE window_end = ? AND +window_start = ?"
     by_requests = conn.execute(
