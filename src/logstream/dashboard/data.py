@@ -669,6 +669,20 @@ def _section(notes: list[str], table: str, read: Callable[[], T], default: T) ->
         return default
 
 
+def _window_seconds(
+    conn: sqlite3.Connection, state: dict[str, str], key: str, table: str
+) -> float | None:
+    """Width of the windows of ``table``, seconds: as the pipeline recorded it in
+    ``pipeline_state`` under ``key``, else that of the newest window; None without either."""
+    recorded = _interval_s(state.get(key))
+    if recorded is not None:
+        return recorded
+    row = conn.execute(
+        f"SELECT window_start, window_end FROM {table} ORDER BY window_start DESC LIMIT 1"
+    ).fetchone()
+    return epoch_s(row[1]) - epoch_s(row[0]) if row else None
+
+
 def _bucket_seconds(window_s: float, span_s: float) -> int:
     for minutes in _BUCKET_MINUTES:
         width = max(minutes * 60, math.ceil(window_s))
@@ -684,13 +698,9 @@ def _traffic(
     newest_s: float,
     range_start: float | None,
 ) -> Traffic:
-    window_s = _interval_s(state.get("traffic_window"))
-    if window_s is None:
-        row = conn.execute(
-            "SELECT window_start, window_end FROM traffic_per_minute ORDER BY window_start "
-            "DESC LIMIT 1"
-        ).fetchone()
-        window_s = epoch_s(row[1]) - epoch_s(row[0]) if row else 60.0
+    window_s = _window_seconds(conn, state, "traffic_window", "traffic_per_minute")
+    if window_s is None:  # no window yet
+        window_s = 60.0
     if range_start is None:
         first = conn.execute("SELECT MIN(window_start) FROM traffic_per_minute").fetchone()[0]
         span = newest_s - (epoch_s(first) if first else newest_s)
@@ -960,12 +970,7 @@ def _sessions(
 ) -> Sessions:
     """Session statistics of the windows overlapping the range (``window_end > range
     start``, read by ``window_start``) and the longest of the kept sessions."""
-    window_s = _interval_s(state.get("session_stats_window"))
-    if window_s is None:
-        row = conn.execute(
-            "SELECT window_start, window_end FROM session_stats ORDER BY window_start DESC LIMIT 1"
-        ).fetchone()
-        window_s = epoch_s(row[1]) - epoch_s(row[0]) if row else None
+    window_s = _window_seconds(conn, state, "session_stats_window", "session_stats")
     where, params = "", ()
     if range_start is not None and window_s is not None:
         where = "WHERE window_start > ? AND window_end > ?"
