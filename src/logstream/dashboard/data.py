@@ -881,29 +881,11 @@ def _health(conn: sqlite3.Connection, last: sqlite3.Row | None) -> Health:
 def _examples(
     conn: sqlite3.Connection, notes: list[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    late = _section(
-        notes,
-        "late_examples",
-        lambda: [
-            dict(r)
-            for r in conn.execute(
-                f"SELECT * FROM late_examples ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
-            )
-        ],
-        [],
-    )
-    bad = _section(
-        notes,
-        "quarantine_examples",
-        lambda: [
-            dict(r)
-            for r in conn.execute(
-                f"SELECT * FROM quarantine_examples ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
-            )
-        ],
-        [],
-    )
-    return late, bad
+    def latest(table: str) -> list[dict[str, Any]]:
+        sql = f"SELECT * FROM {table} ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
+        return _section(notes, table, lambda: [dict(r) for r in conn.execute(sql)], [])
+
+    return latest("late_examples"), latest("quarantine_examples")
 
 
 def _alerts(conn: sqlite3.Connection, range_start: str | None) -> Alerts:
