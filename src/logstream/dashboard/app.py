@@ -99,10 +99,19 @@ def _spark_ui_for_request() -> str:
 
     host = "127.0.0.1"
     if flask.has_request_context():
-        name = urlsplit("//" + flask.request.host).hostname
-        if name:
-            host = f"[{name}]" if ":" in name else name
-    return f"http://{host}:{SPARK_UI_PORT}"
+        host = urlsplit("//" + flask.request.host).hostname or host
+    return _origin(host, SPARK_UI_PORT)
+
+
+def _origin(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets.
+
+    Examples
+    --------
+    >>> _origin("127.0.0.1", 8050), _origin("::1", 4040)
+    ('http://127.0.0.1:8050', 'http://[::1]:4040')
+    """
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 # -- the app ---------------------------------------------------------------------------------
@@ -127,9 +136,9 @@ _OUTPUTS = (
     ("graph-sessions", "figure"),
     ("sessions", "children"),
 )
-#: Outputs kept as they are when the store has no new data and the controls did not change
-#: (every output after ``seen``).
-_DATA_OUTPUTS = len(_OUTPUTS) - 4
+#: What a refresh sends for the outputs after ``seen`` to leave them as they are (the store
+#: has no new data and the controls did not change, or the refresh failed).
+_UNCHANGED = (dash.no_update,) * (len(_OUTPUTS) - 4)
 
 
 def refresh_outputs(
@@ -170,29 +179,22 @@ def refresh_outputs(
     children, cls = banner(snap)
     head = (children, cls, snap.read_at, key)
     if seen == key and snap.state == "ok":
-        return head + (dash.no_update,) * _DATA_OUTPUTS
+        return head + _UNCHANGED
     return head + render(snap)
 
 
-def safe_refresh(
-    store_path: Path | str,
-    time_range: str | None,
-    url_prefix: str | None,
-    status_classes: list[str] | None,
-    seen: Any = None,
-    *,
-    top: int | None = None,
-) -> tuple[Any, ...]:
-    """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
-    page never shows a stack trace; the log has it) and the panels keep their content."""
+def safe_refresh(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """:func:`refresh_outputs` (same arguments), but an unexpected error becomes a message in
+    the banner (the page never shows a stack trace; the log has it) and the panels keep their
+    content."""
     try:
-        return refresh_outputs(store_path, time_range, url_prefix, status_classes, seen, top=top)
+        return refresh_outputs(*args, **kwargs)
     except Exception as exc:
         log.exception("dashboard refresh failed")
         message = html.P(
             f"Could not refresh ({type(exc).__name__}: {exc}); retrying at the next refresh."
         )
-        return ([message], "banner unreadable", "–", None) + (dash.no_update,) * _DATA_OUTPUTS
+        return ([message], "banner unreadable", "–", None, *_UNCHANGED)
 
 
 def render(snap: Snapshot) -> tuple[Any, ...]:
@@ -305,8 +307,7 @@ class DashboardServer:
     @property
     def url(self) -> str:
         """Address of the page."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/"
+        return _origin(self.host, self.port) + "/"
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and release the port (idempotent)."""
@@ -354,6 +355,14 @@ def _bind(app: Dash, host: str, port: int) -> BaseWSGIServer:
         ) from exc
 
 
+def _listen(store_path: Path | str, host: str, port: int, **options: Any) -> BaseWSGIServer:
+    """The dashboard of ``store_path`` (``options``: as :func:`create_app`) bound to
+    ``host``:``port``, not serving yet; a warning when other machines can reach it."""
+    server = _bind(create_app(store_path, **options), host, port)
+    _warn_if_exposed(host)
+    return server
+
+
 def _warn_if_exposed(host: str) -> str | None:
     if is_loopback(host):
         return None
@@ -397,9 +406,9 @@ def start_dashboard_thread(
     ConfigError
         When the port is out of range or the address cannot be bound.
     """
-    app = create_app(store_path, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url)
-    server = _bind(app, host, port)
-    _warn_if_exposed(host)
+    server = _listen(
+        store_path, host, port, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url
+    )
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="logstream-dashboard"
     )
@@ -432,12 +441,11 @@ def serve_dashboard(
     ConfigError
         When the port is out of range or the address cannot be bound.
     """
-    app = create_app(store_path, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url)
-    server = _bind(app, host, port)
-    _warn_if_exposed(host)
-    bound = f"[{host}]" if ":" in host else host
+    server = _listen(
+        store_path, host, port, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url
+    )
     if on_ready is not None:
-        on_ready(f"http://{bound}:{server.port}/")
+        on_ready(_origin(host, server.port) + "/")
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:

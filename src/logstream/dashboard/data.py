@@ -669,6 +669,20 @@ def _section(notes: list[str], table: str, read: Callable[[], T], default: T) ->
         return default
 
 
+def _window_seconds(
+    conn: sqlite3.Connection, state: dict[str, str], key: str, table: str
+) -> float | None:
+    """Width of the windows of ``table``, seconds: as the pipeline recorded it in
+    ``pipeline_state`` under ``key``, else that of the newest window; None without either."""
+    recorded = _interval_s(state.get(key))
+    if recorded is not None:
+        return recorded
+    row = conn.execute(
+        f"SELECT window_start, window_end FROM {table} ORDER BY window_start DESC LIMIT 1"
+    ).fetchone()
+    return epoch_s(row[1]) - epoch_s(row[0]) if row else None
+
+
 def _bucket_seconds(window_s: float, span_s: float) -> int:
     for minutes in _BUCKET_MINUTES:
         width = max(minutes * 60, math.ceil(window_s))
@@ -684,13 +698,9 @@ def _traffic(
     newest_s: float,
     range_start: float | None,
 ) -> Traffic:
-    window_s = _interval_s(state.get("traffic_window"))
-    if window_s is None:
-        row = conn.execute(
-            "SELECT window_start, window_end FROM traffic_per_minute ORDER BY window_start "
-            "DESC LIMIT 1"
-        ).fetchone()
-        window_s = epoch_s(row[1]) - epoch_s(row[0]) if row else 60.0
+    window_s = _window_seconds(conn, state, "traffic_window", "traffic_per_minute")
+    if window_s is None:  # no window yet
+        window_s = 60.0
     if range_start is None:
         first = conn.execute("SELECT MIN(window_start) FROM traffic_per_minute").fetchone()[0]
         span = newest_s - (epoch_s(first) if first else newest_s)
@@ -741,6 +751,36 @@ def _visitors(conn: sqlite3.Connection, range_start: str | None, bucket: int) ->
     )
 
 
+def _latest_window(
+    conn: sqlite3.Connection, table: str, watermark_s: float, order: str
+) -> tuple[str, str, bool] | None:
+    """The window a panel of ``table`` shows: the latest complete one, else the newest open one.
+
+    Parameters
+    ----------
+    conn : sqlite3.Connection
+        The refresh's read transaction.
+    table : str
+        A table of windows (``window_start``, ``window_end``: ISO UTC text).
+    watermark_s : float
+        The watermark, epoch seconds: a window ending at or before it is complete.
+    order : str
+        ``ORDER BY`` clause that puts the latest window first (and uses the table's index).
+
+    Returns
+    -------
+    tuple of (str, str, bool) or None
+        Start, end, whether it is complete; None when ``table`` is empty.
+    """
+    select = f"SELECT window_start, window_end FROM {table}"
+    latest = f"ORDER BY {order} LIMIT 1"
+    row = conn.execute(f"{select} WHERE window_end <= ? {latest}", (iso(watermark_s),)).fetchone()
+    if row is not None:
+        return row[0], row[1], True
+    row = conn.execute(f"{select} {latest}").fetchone()  # nothing complete yet: the newest open
+    return None if row is None else (row[0], row[1], False)
+
+
 def _trending(
     conn: sqlite3.Connection,
     state: dict[str, str],
@@ -748,20 +788,12 @@ def _trending(
     watermark_s: float,
     top: int,
 ) -> Trending | None:
-    row = conn.execute(
-        "SELECT window_start, window_end FROM trending_pages WHERE window_end <= ? "
-        "ORDER BY window_end DESC, window_start DESC LIMIT 1",
-        (iso(watermark_s),),
-    ).fetchone()
-    complete = row is not None
-    if row is None:  # nothing complete yet: the newest open window
-        row = conn.execute(
-            "SELECT window_start, window_end FROM trending_pages "
-            "ORDER BY window_end DESC, window_start DESC LIMIT 1"
-        ).fetchone()
-        if row is None:
-            return None
-    start, end = row[0], row[1]
+    latest = _latest_window(
+        conn, "trending_pages", watermark_s, "window_end DESC, window_start DESC"
+    )
+    if latest is None:
+        return None
+    start, end, complete = latest
     window_s = _interval_s(state.get("trending_window")) or (epoch_s(end) - epoch_s(start))
     slide_s = _interval_s(state.get("trending_slide")) or window_s
     prefix = filters.url_prefix
@@ -849,29 +881,11 @@ def _health(conn: sqlite3.Connection, last: sqlite3.Row | None) -> Health:
 def _examples(
     conn: sqlite3.Connection, notes: list[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    late = _section(
-        notes,
-        "late_examples",
-        lambda: [
-            dict(r)
-            for r in conn.execute(
-                f"SELECT * FROM late_examples ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
-            )
-        ],
-        [],
-    )
-    bad = _section(
-        notes,
-        "quarantine_examples",
-        lambda: [
-            dict(r)
-            for r in conn.execute(
-                f"SELECT * FROM quarantine_examples ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
-            )
-        ],
-        [],
-    )
-    return late, bad
+    def latest(table: str) -> list[dict[str, Any]]:
+        sql = f"SELECT * FROM {table} ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
+        return _section(notes, table, lambda: [dict(r) for r in conn.execute(sql)], [])
+
+    return latest("late_examples"), latest("quarantine_examples")
 
 
 def _alerts(conn: sqlite3.Connection, range_start: str | None) -> Alerts:
@@ -898,21 +912,11 @@ def _alerts(conn: sqlite3.Connection, range_start: str | None) -> Alerts:
 def _top_clients(
     conn: sqlite3.Connection, state: dict[str, str], watermark_s: float, top: int
 ) -> TopClients | None:
-    """Top clients of the latest complete clients window, else of the newest open one (as
-    :func:`_trending`)."""
-    row = conn.execute(
-        "SELECT window_start, window_end FROM top_clients WHERE window_end <= ? "
-        "ORDER BY window_end DESC LIMIT 1",
-        (iso(watermark_s),),
-    ).fetchone()
-    complete = row is not None
-    if row is None:
-        row = conn.execute(
-            "SELECT window_start, window_end FROM top_clients ORDER BY window_end DESC LIMIT 1"
-        ).fetchone()
-        if row is None:
-            return None
-    start, end = row[0], row[1]
+    """Top clients of the latest complete clients window, else of the newest open one."""
+    latest = _latest_window(conn, "top_clients", watermark_s, "window_end DESC")
+    if latest is None:
+        return None
+    start, end, complete = latest
     # ``+window_start``: keep the (window_end, requests DESC) index for the ranking
     where = "WHERE window_end = ? AND +window_start = ?"
     by_requests = conn.execute(
@@ -948,12 +952,7 @@ def _sessions(
 ) -> Sessions:
     """Session statistics of the windows overlapping the range (``window_end > range
     start``, read by ``window_start``) and the longest of the kept sessions."""
-    window_s = _interval_s(state.get("session_stats_window"))
-    if window_s is None:
-        row = conn.execute(
-            "SELECT window_start, window_end FROM session_stats ORDER BY window_start DESC LIMIT 1"
-        ).fetchone()
-        window_s = epoch_s(row[1]) - epoch_s(row[0]) if row else None
+    window_s = _window_seconds(conn, state, "session_stats_window", "session_stats")
     where, params = "", ()
     if range_start is not None and window_s is not None:
         where = "WHERE window_start > ? AND window_end > ?"

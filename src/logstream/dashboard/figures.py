@@ -9,11 +9,12 @@ zones, the axis titles say UTC).
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from logstream.dashboard.data import Alert, Snapshot, epoch_s
+from logstream.dashboard.data import Alert, Snapshot, Traffic, epoch_s
 
 __all__ = [
     "ALERT_TRACE",
@@ -105,13 +106,15 @@ def empty_figure(text: str, title: str = "") -> dict[str, Any]:
     }
 
 
-def _no_data(snap: Snapshot, otherwise: str) -> str:
-    """What an empty chart says: the store's state, else ``otherwise``."""
+def _no_data(snap: Snapshot, title: str, otherwise: str) -> dict[str, Any]:
+    """The empty chart ``title``: it says the store's state, else ``otherwise``."""
     if snap.state in ("missing", "waiting"):
-        return "Waiting for data…"
-    if snap.state == "unreadable":
-        return "The store cannot be read (see above)."
-    return otherwise
+        text = "Waiting for data…"
+    elif snap.state == "unreadable":
+        text = "The store cannot be read (see above)."
+    else:
+        text = otherwise
+    return empty_figure(text, title)
 
 
 def _watermark_marks(snap: Snapshot) -> dict[str, Any]:
@@ -147,6 +150,52 @@ def _watermark_marks(snap: Snapshot) -> dict[str, Any]:
     }
 
 
+def _range_layout(snap: Snapshot, title: str, **extra: Any) -> dict[str, Any]:
+    """Layout of a chart of the selected time range (event time), the watermark marked."""
+    return _layout(title, snap.filters.time_range, **extra, **_watermark_marks(snap))
+
+
+def _right_axis(layout: dict[str, Any], left: str, right: str) -> dict[str, Any]:
+    """``layout`` with the y axis titled ``left`` and a second one on the right titled
+    ``right`` (for the traces with ``yaxis="y2"``); changed in place and returned."""
+    layout["yaxis"]["title"] = {"text": left}
+    layout["yaxis2"] = {
+        "title": {"text": right},
+        "overlaying": "y",
+        "side": "right",
+        "rangemode": "tozero",
+        "showgrid": False,
+    }
+    layout["margin"]["r"] = 55
+    return layout
+
+
+def _trace(kind: str, name: str, x: list[Any], y: list[Any], **style: Any) -> dict[str, Any]:
+    """One trace of a figure.
+
+    Parameters
+    ----------
+    kind : str
+        ``"bar"``, else the mode of a scatter trace (``"lines"``, ``"markers"``,
+        ``"lines+markers"``).
+    name : str
+        Name in the legend and the hover label.
+    x, y : list
+        Coordinates, of equal length: times as :func:`plot_time` returns them, values in the
+        chart's unit (``None`` leaves a gap).
+    **style
+        More Plotly trace attributes (``line``, ``marker``, ``yaxis``, ``hovertemplate`` …),
+        in this order.
+    """
+    head: dict[str, Any] = {"type": "bar"} if kind == "bar" else {"type": "scatter", "mode": kind}
+    return {**head, "name": name, "x": x, "y": y, **style}
+
+
+def _times(values: list[str]) -> list[str | None]:
+    """ISO UTC times as plotly.js parses them (:func:`plot_time` of each)."""
+    return [plot_time(v) for v in values]
+
+
 def _per(snap: Snapshot) -> str:
     assert snap.traffic is not None
     bucket = snap.traffic.bucket_s
@@ -160,22 +209,21 @@ def requests_figure(snap: Snapshot) -> dict[str, Any]:
     t = snap.traffic
     title = "Requests per minute by status class"
     if t is None or not t.times:
-        return empty_figure(_no_data(snap, "No traffic in this time range."), title)
+        return _no_data(snap, title, "No traffic in this time range.")
     if not snap.filters.status_classes:
         return empty_figure("No status class selected.", title)
-    x = [plot_time(v) for v in t.times]
+    x = _times(t.times)
     data = [
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "name": cls,
-            "x": x,
-            "y": t.per_class[cls],
-            "stackgroup": "status",
-            "line": {"width": 0, "color": STATUS_COLORS[cls]},
-            "fillcolor": STATUS_COLORS[cls],
-            "hovertemplate": "%{y:,.0f}",
-        }
+        _trace(
+            "lines",
+            cls,
+            x,
+            t.per_class[cls],
+            stackgroup="status",
+            line={"width": 0, "color": STATUS_COLORS[cls]},
+            fillcolor=STATUS_COLORS[cls],
+            hovertemplate="%{y:,.0f}",
+        )
         for cls in snap.filters.status_classes
     ]
     marks = snap.alerts.site_requests if snap.alerts else []
@@ -183,88 +231,98 @@ def requests_figure(snap: Snapshot) -> dict[str, Any]:
         data.append(_alert_trace(marks))
     return {
         "data": data,
-        "layout": _layout(
-            title + _per(snap),
-            snap.filters.time_range,
-            height=REQUESTS_HEIGHT,  # beside the trending table: as tall as ten rows
-            **_watermark_marks(snap),
-        ),
+        # beside the trending table: as tall as ten rows
+        "layout": _range_layout(snap, title + _per(snap), height=REQUESTS_HEIGHT),
     }
 
 
 def _alert_trace(marks: list[Alert]) -> dict[str, Any]:
     """Site-wide request alerts as red triangles at the alerting minute, at its request count
     (every status class: what the detector saw), on top of the stacked areas."""
-    return {
-        "type": "scatter",
-        "mode": "markers",
-        "name": ALERT_TRACE,
-        "x": [plot_time(a.window_start) for a in marks],
-        "y": [a.value for a in marks],
-        "customdata": [[a.direction, a.mean, a.std, a.z] for a in marks],
-        "marker": {
+    return _trace(
+        "markers",
+        ALERT_TRACE,
+        _times([a.window_start for a in marks]),
+        [a.value for a in marks],
+        customdata=[[a.direction, a.mean, a.std, a.z] for a in marks],
+        marker={
             "color": _ALERT_COLOR,
             "size": 10,
             "symbol": ["triangle-up" if a.direction == "spike" else "triangle-down" for a in marks],
             "line": {"color": "#ffffff", "width": 1},
         },
-        "hovertemplate": "%{customdata[0]}: %{y:,.0f} req/min "
+        hovertemplate="%{customdata[0]}: %{y:,.0f} req/min "
         "(mean %{customdata[1]:,.1f} ± %{customdata[2]:,.1f}, z %{customdata[3]:+.1f})"
         "<extra>alert</extra>",
-    }
+    )
+
+
+def _traffic_line(
+    snap: Snapshot,
+    title: str,
+    name: str,
+    series: Callable[[Traffic], list[Any]],
+    yaxis: dict[str, Any],
+    *,
+    averaged: bool,
+    **style: Any,
+) -> dict[str, Any]:
+    """A chart of one traffic series of the selected range, without legend.
+
+    Parameters
+    ----------
+    snap : Snapshot
+        What the refresh read.
+    title, name : str
+        Title of the chart; name of the series (hover label).
+    series : callable
+        The values of :attr:`Snapshot.traffic` drawn, one per bucket (``None``: a gap).
+    yaxis : dict
+        Attributes of the y axis for the series' unit (tick format or suffix).
+    averaged : bool
+        Whether the title says so when a point stands for several minutes.
+    **style
+        Attributes of the trace (line, fill, hover template …).
+    """
+    t = snap.traffic
+    if t is None or not t.times:
+        return _no_data(snap, title, "No traffic in this time range.")
+    trace = _trace("lines", name, _times(t.times), series(t), **style)
+    layout = _range_layout(snap, title + _per(snap) if averaged else title)
+    layout["yaxis"].update(yaxis)
+    layout["showlegend"] = False
+    return {"data": [trace], "layout": layout}
 
 
 def bytes_figure(snap: Snapshot) -> dict[str, Any]:
     """Bytes per minute (every status class)."""
-    t = snap.traffic
-    title = "Bytes per minute"
-    if t is None or not t.times:
-        return empty_figure(_no_data(snap, "No traffic in this time range."), title)
-    layout = _layout(title + _per(snap), snap.filters.time_range, **_watermark_marks(snap))
-    layout["yaxis"]["tickformat"] = "~s"
-    layout["showlegend"] = False
-    return {
-        "data": [
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": "bytes/min",
-                "x": [plot_time(v) for v in t.times],
-                "y": t.bytes_per_min,
-                "line": {"width": 1.2, "color": "#4a7fc1"},
-                "fill": "tozeroy",
-                "fillcolor": "rgba(74,127,193,0.15)",
-                "hovertemplate": "%{y:,.3s}B",
-            }
-        ],
-        "layout": layout,
-    }
+    return _traffic_line(
+        snap,
+        "Bytes per minute",
+        "bytes/min",
+        lambda t: t.bytes_per_min,
+        {"tickformat": "~s"},
+        averaged=True,
+        line={"width": 1.2, "color": "#4a7fc1"},
+        fill="tozeroy",
+        fillcolor="rgba(74,127,193,0.15)",
+        hovertemplate="%{y:,.3s}B",
+    )
 
 
 def errors_figure(snap: Snapshot) -> dict[str, Any]:
     """Error rate: requests answered ≥ 400 as a percentage of all requests."""
-    t = snap.traffic
-    title = "Error rate (status ≥ 400), % of all requests"
-    if t is None or not t.times:
-        return empty_figure(_no_data(snap, "No traffic in this time range."), title)
-    layout = _layout(title, snap.filters.time_range, **_watermark_marks(snap))
-    layout["yaxis"]["ticksuffix"] = " %"
-    layout["showlegend"] = False
-    return {
-        "data": [
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": "error rate",
-                "x": [plot_time(v) for v in t.times],
-                "y": t.error_rate,
-                "line": {"width": 1.2, "color": "#d64545"},
-                "hovertemplate": "%{y:.2f} %",
-                "connectgaps": False,
-            }
-        ],
-        "layout": layout,
-    }
+    return _traffic_line(
+        snap,
+        "Error rate (status ≥ 400), % of all requests",
+        "error rate",
+        lambda t: t.error_rate,
+        {"ticksuffix": " %"},
+        averaged=False,  # a share of the requests of each point, not a per-minute rate
+        line={"width": 1.2, "color": "#d64545"},
+        hovertemplate="%{y:.2f} %",
+        connectgaps=False,
+    )
 
 
 def visitors_figure(snap: Snapshot) -> dict[str, Any]:
@@ -272,34 +330,32 @@ def visitors_figure(snap: Snapshot) -> dict[str, Any]:
     v = snap.visitors
     title = "Unique visitors per window"
     if v is None or not v.times:
-        return empty_figure(_no_data(snap, "No visitor counts in this time range."), title)
+        return _no_data(snap, title, "No visitor counts in this time range.")
     bucketed = snap.traffic is not None and v.bucket_s > max(60, snap.traffic.window_s)
-    x = [plot_time(s) for s in v.times]
+    x = _times(v.times)
     data = [
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "name": "mean per window" if bucketed else "visitors",
-            "x": x,
-            "y": v.mean,
-            "line": {"width": 1.2, "color": "#3b9a5a"},
-            "hovertemplate": "%{y:,.1f}" if bucketed else "%{y:,.0f}",
-        }
+        _trace(
+            "lines",
+            "mean per window" if bucketed else "visitors",
+            x,
+            v.mean,
+            line={"width": 1.2, "color": "#3b9a5a"},
+            hovertemplate="%{y:,.1f}" if bucketed else "%{y:,.0f}",
+        )
     ]
     if bucketed:
         data.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": "busiest window",
-                "x": x,
-                "y": v.peak,
-                "line": {"width": 0.8, "color": "#9bcfa9"},
-                "hovertemplate": "%{y:,.0f}",
-            }
+            _trace(
+                "lines",
+                "busiest window",
+                x,
+                v.peak,
+                line={"width": 0.8, "color": "#9bcfa9"},
+                hovertemplate="%{y:,.0f}",
+            )
         )
         title += f" ({v.bucket_s // 60}-minute buckets)"
-    layout = _layout(title, snap.filters.time_range, **_watermark_marks(snap))
+    layout = _range_layout(snap, title)
     layout["showlegend"] = bucketed
     return {"data": data, "layout": layout}
 
@@ -309,7 +365,7 @@ def sessions_figure(snap: Snapshot) -> dict[str, Any]:
     s = snap.sessions
     title = "Sessions per window (by session start)"
     if s is None or not s.windows:
-        return empty_figure(_no_data(snap, "No closed session in this time range yet."), title)
+        return _no_data(snap, title, "No closed session in this time range yet.")
     width_ms = (s.window_s or 3600) * 1000
     x = [plot_time(_midpoint(w.window_start, w.window_end)) for w in s.windows]
     labels = [
@@ -324,53 +380,43 @@ def sessions_figure(snap: Snapshot) -> dict[str, Any]:
     def minutes(values: list[int | None]) -> list[float | None]:
         return [None if v is None else v / 60 for v in values]
 
+    durations = [  # (quantile, seconds per window, line style)
+        ("median", [w.median_duration_s for w in s.windows], {"color": "#3b9a5a", "width": 1.4}),
+        (
+            "p95",
+            [w.p95_duration_s for w in s.windows],
+            {"color": "#d9480f", "width": 1.2, "dash": "dot"},
+        ),
+    ]
     layout = _layout(title, snap.filters.time_range, hovermode="closest")
-    layout["yaxis"]["title"] = {"text": "sessions"}
-    layout["yaxis2"] = {
-        "title": {"text": "duration, min"},
-        "overlaying": "y",
-        "side": "right",
-        "rangemode": "tozero",
-        "showgrid": False,
-    }
-    layout["margin"]["r"] = 55
     return {
         "data": [
-            {
-                "type": "bar",
-                "name": "sessions",
-                "x": x,
-                "y": [w.sessions for w in s.windows],
-                "width": [width_ms * 0.9] * len(x),
-                "customdata": labels,
-                "marker": {"color": "rgba(74,127,193,0.45)"},
-                "hovertemplate": "%{customdata[0]}<br>%{y:,} sessions, bounce rate "
+            _trace(
+                "bar",
+                "sessions",
+                x,
+                [w.sessions for w in s.windows],
+                width=[width_ms * 0.9] * len(x),
+                customdata=labels,
+                marker={"color": "rgba(74,127,193,0.45)"},
+                hovertemplate="%{customdata[0]}<br>%{y:,} sessions, bounce rate "
                 "%{customdata[1]}, %{customdata[2]:.1f} pages/session<extra></extra>",
-            },
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "median duration",
-                "x": x,
-                "y": minutes([w.median_duration_s for w in s.windows]),
-                "yaxis": "y2",
-                "line": {"color": "#3b9a5a", "width": 1.4},
-                "marker": {"size": 4},
-                "hovertemplate": "median %{y:,.1f} min<extra></extra>",
-            },
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "p95 duration",
-                "x": x,
-                "y": minutes([w.p95_duration_s for w in s.windows]),
-                "yaxis": "y2",
-                "line": {"color": "#d9480f", "width": 1.2, "dash": "dot"},
-                "marker": {"size": 4},
-                "hovertemplate": "p95 %{y:,.1f} min<extra></extra>",
-            },
+            ),
+            *(
+                _trace(
+                    "lines+markers",
+                    f"{which} duration",
+                    x,
+                    minutes(values),
+                    yaxis="y2",
+                    line=line,
+                    marker={"size": 4},
+                    hovertemplate=f"{which} %{{y:,.1f}} min<extra></extra>",
+                )
+                for which, values, line in durations
+            ),
         ],
-        "layout": layout,
+        "layout": _right_axis(layout, "sessions", "duration, min"),
     }
 
 
@@ -385,48 +431,29 @@ def health_figure(snap: Snapshot) -> dict[str, Any]:
     h = snap.health
     title = "Ingest micro-batches"
     if h is None or not h.times:
-        return empty_figure(_no_data(snap, "No progress reported yet."), title)
-    x = [plot_time(s) for s in h.times]
+        return _no_data(snap, title, "No progress reported yet.")
+    x = _times(h.times)
+    rates = [
+        ("input rate", h.input_rate, "#4a7fc1"),
+        ("processing rate", h.processing_rate, "#3b9a5a"),
+    ]
     layout = _layout(title + " (wall clock)", "health")
-    layout["yaxis"]["title"] = {"text": "events/s"}
-    layout["yaxis2"] = {
-        "title": {"text": "ms"},
-        "overlaying": "y",
-        "side": "right",
-        "rangemode": "tozero",
-        "showgrid": False,
-    }
-    layout["margin"]["r"] = 55
     return {
         "data": [
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "input rate",
-                "x": x,
-                "y": h.input_rate,
-                "line": {"color": "#4a7fc1"},
-                "marker": {"size": 4},
-            },
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "processing rate",
-                "x": x,
-                "y": h.processing_rate,
-                "line": {"color": "#3b9a5a"},
-                "marker": {"size": 4},
-            },
-            {
-                "type": "bar",
-                "name": "batch duration",
-                "x": x,
-                "y": h.duration_ms,
-                "yaxis": "y2",
-                "marker": {"color": "rgba(141,106,216,0.35)"},
-            },
+            *(
+                _trace("lines+markers", name, x, y, line={"color": color}, marker={"size": 4})
+                for name, y, color in rates
+            ),
+            _trace(
+                "bar",
+                "batch duration",
+                x,
+                h.duration_ms,
+                yaxis="y2",
+                marker={"color": "rgba(141,106,216,0.35)"},
+            ),
         ],
-        "layout": layout,
+        "layout": _right_axis(layout, "events/s", "ms"),
     }
 
 

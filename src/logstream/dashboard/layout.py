@@ -30,6 +30,8 @@ from logstream.dashboard.data import (
     Alert,
     Snapshot,
     TopClient,
+    TopClients,
+    Trending,
     epoch_s,
 )
 from logstream.dashboard.figures import plot_time, sparkline_uri
@@ -179,13 +181,6 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
         The store file, shown in the header.
     """
 
-    def graph(gid: str) -> dcc.Graph:
-        return dcc.Graph(
-            id=gid,
-            config={"displaylogo": False},
-            figure={"data": [], "layout": {"height": 250}},
-        )
-
     return html.Div(
         [
             html.Header(
@@ -214,50 +209,41 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                 [
                     html.Div(
                         [
-                            html.Div(
-                                [
-                                    html.Label("Time range", className="ctl"),
-                                    dcc.RadioItems(
-                                        id="range",
-                                        options=[
-                                            {"label": label, "value": key}
-                                            for key, (label, _) in TIME_RANGES.items()
-                                        ],
-                                        value=DEFAULT_RANGE,
-                                        inline=True,
-                                        labelClassName="opt",
-                                    ),
-                                    html.Div("back from the newest event time", className="hint"),
-                                ]
+                            _control(
+                                "Time range",
+                                dcc.RadioItems(
+                                    id="range",
+                                    options=[
+                                        {"label": label, "value": key}
+                                        for key, (label, _) in TIME_RANGES.items()
+                                    ],
+                                    value=DEFAULT_RANGE,
+                                    inline=True,
+                                    labelClassName="opt",
+                                ),
+                                "back from the newest event time",
                             ),
-                            html.Div(
-                                [
-                                    html.Label("URL prefix", className="ctl"),
-                                    dcc.Input(
-                                        id="url-prefix",
-                                        type="text",
-                                        placeholder="/shuttle/ + Enter",
-                                        debounce=True,
-                                        value="",
-                                    ),
-                                    html.Div("filters the trending pages", className="hint"),
-                                ]
+                            _control(
+                                "URL prefix",
+                                dcc.Input(
+                                    id="url-prefix",
+                                    type="text",
+                                    placeholder="/shuttle/ + Enter",
+                                    debounce=True,
+                                    value="",
+                                ),
+                                "filters the trending pages",
                             ),
-                            html.Div(
-                                [
-                                    html.Label("Status", className="ctl"),
-                                    dcc.Checklist(
-                                        id="status-filter",
-                                        options=[{"label": c, "value": c} for c in STATUS_CLASSES],
-                                        value=list(STATUS_CLASSES),
-                                        inline=True,
-                                        labelClassName="opt",
-                                    ),
-                                    html.Div(
-                                        "filters the requests chart and request totals",
-                                        className="hint",
-                                    ),
-                                ]
+                            _control(
+                                "Status",
+                                dcc.Checklist(
+                                    id="status-filter",
+                                    options=[{"label": c, "value": c} for c in STATUS_CLASSES],
+                                    value=list(STATUS_CLASSES),
+                                    inline=True,
+                                    labelClassName="opt",
+                                ),
+                                "filters the requests chart and request totals",
                             ),
                         ],
                         className="controls",
@@ -269,54 +255,46 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                         role="status",
                     ),
                     html.Div(id="kpis", className="kpis"),
-                    html.Div(
-                        [
-                            html.Div(id="trending", className="panel"),
-                            html.Div(graph("graph-requests"), className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(id="alerts", className="panel"),
-                            html.Div(id="top-clients", className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(graph("graph-bytes"), className="panel"),
-                            html.Div(graph("graph-errors"), className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(graph("graph-visitors"), className="panel"),
-                            html.Div(graph("graph-health"), className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(graph("graph-sessions"), className="panel"),
-                            html.Div(id="sessions", className="panel"),
-                        ],
-                        className="grid2",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(id="late", className="panel"),
-                            html.Div(id="quarantine", className="panel"),
-                        ],
-                        className="grid2",
-                    ),
+                    _row("trending", "graph-requests"),
+                    _row("alerts", "top-clients"),
+                    _row("graph-bytes", "graph-errors"),
+                    _row("graph-visitors", "graph-health"),
+                    _row("graph-sessions", "sessions"),
+                    _row("late", "quarantine"),
                     html.Div(html.Div(id="health", className="panel"), className="grid1"),
                     dcc.Interval(id="tick", interval=refresh_ms, n_intervals=0),
                     dcc.Store(id="seen", data=None),
                 ]
             ),
         ]
+    )
+
+
+def _control(label: str, widget: Any, hint: str) -> html.Div:
+    """One control of the bar: its label, the input ``widget``, a hint below."""
+    return html.Div([html.Label(label, className="ctl"), widget, html.Div(hint, className="hint")])
+
+
+def _row(*ids: str) -> html.Div:
+    """Panels side by side (``grid2``): a chart for an id of :data:`GRAPHS`, else an empty
+    panel with that id that the refresh fills."""
+    return html.Div(
+        [
+            html.Div(_graph(i), className="panel")
+            if i in GRAPHS
+            else html.Div(id=i, className="panel")
+            for i in ids
+        ],
+        className="grid2",
+    )
+
+
+def _graph(gid: str) -> dcc.Graph:
+    """An empty chart ``gid`` (the refresh sends its figure)."""
+    return dcc.Graph(
+        id=gid,
+        config={"displaylogo": False},
+        figure={"data": [], "layout": {"height": 250}},
     )
 
 
@@ -366,6 +344,12 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
     h = snap.health
     classes = snap.filters.status_classes
     which = "all classes" if len(classes) == len(STATUS_CLASSES) else ", ".join(classes) or "none"
+
+    def counter(key: str, label: str, name: str, detail: str, warn: bool = False) -> html.Div:
+        """Card of the store's counter ``name``; ``warn``: highlighted when it is not 0."""
+        count = c.get(name, 0)
+        return _kpi(key, label, _num(count), detail, warn=warn and bool(count))
+
     cards = [
         _kpi(
             "requests",
@@ -380,25 +364,15 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             "–" if not t or not t.total_all else f"{100 * t.total_errors / t.total_all:.2f} %",
             f"{_num(t.total_errors if t else None)} requests ≥ 400",
         ),
-        _kpi("events", "On-time events", _num(c.get("events", 0)), "since the store was created"),
-        _kpi(
-            "late",
-            "Late events",
-            _num(c.get("late_events", 0)),
-            "event time ≤ watermark",
-            warn=bool(c.get("late_events")),
+        counter("events", "On-time events", "events", "since the store was created"),
+        counter("late", "Late events", "late_events", "event time ≤ watermark", warn=True),
+        counter(
+            "quarantined", "Quarantined lines", "quarantined", "could not be parsed", warn=True
         ),
-        _kpi(
-            "quarantined",
-            "Quarantined lines",
-            _num(c.get("quarantined", 0)),
-            "could not be parsed",
-            warn=bool(c.get("quarantined")),
-        ),
-        _kpi(
+        counter(
             "duplicates",
             "Duplicate lines",
-            _num(c.get("duplicates", 0)),
+            "duplicates",
             "deduplication is off" if snap.dedup is False else "dropped as shipper retries",
         ),
         _kpi("newest", "Newest event", _short_time(snap.newest_event), "event time"),
@@ -461,24 +435,12 @@ def trending_panel(snap: Snapshot) -> list[Any]:
     tr = snap.trending
     if snap.state != "ok" or tr is None:
         return [heading, html.Div("No trending window yet.", className="empty")]
-    state = "complete" if tr.complete else "still open (no window is complete yet)"
-    window = html.Div(
-        [
-            html.Span(
-                f"{plot_time(tr.window_start)} – {plot_time(tr.window_end)} UTC",
-                id="trending-window",
-                **{"data-start": tr.window_start, "data-end": tr.window_end},
-            ),
-            html.Span(
-                f" · {tr.window_s / 60:g}-minute window, {state}"
-                + (
-                    f" · {tr.matching_pages:,} pages start with {snap.filters.url_prefix!r}"
-                    if snap.filters.url_prefix
-                    else ""
-                ),
-                className="hint",
-            ),
-        ]
+    window = _window_head(
+        tr,
+        "trending-window",
+        f" · {tr.matching_pages:,} pages start with {snap.filters.url_prefix!r}"
+        if snap.filters.url_prefix
+        else "",
     )
     if not tr.pages:
         what = (
@@ -514,31 +476,26 @@ def trending_panel(snap: Snapshot) -> list[Any]:
                 ]
             )
         )
-    table = html.Table(
-        [
-            html.Thead(
-                html.Tr(
-                    [
-                        html.Th("#"),
-                        html.Th("page"),
-                        html.Th("requests"),
-                        html.Th("vs prev."),
-                        html.Th(f"last {len(tr.trend_ends)} windows"),
-                    ]
-                )
-            ),
-            html.Tbody(rows),
-        ],
-        id="trending-table",
-    )
+    headings = ["#", "page", "requests", "vs prev.", f"last {len(tr.trend_ends)} windows"]
+    table = _table("trending-table", headings, rows)
     return [heading, window, table]
 
 
-def _window_label(start: str, end: str, wid: str) -> html.Span:
-    return html.Span(
-        f"{plot_time(start)} – {plot_time(end)} UTC",
-        id=wid,
-        **{"data-start": start, "data-end": end},
+def _window_head(window: Trending | TopClients, wid: str, more: str = "") -> html.Div:
+    """The window a panel shows: its bounds (element ``wid``, with ``data-start`` and
+    ``data-end``), its width and whether it is complete, then ``more``."""
+    state = "complete" if window.complete else "still open (no window is complete yet)"
+    return html.Div(
+        [
+            html.Span(
+                f"{plot_time(window.window_start)} – {plot_time(window.window_end)} UTC",
+                id=wid,
+                **{"data-start": window.window_start, "data-end": window.window_end},
+            ),
+            html.Span(
+                f" · {window.window_s / 60:g}-minute window, {state}{more}", className="hint"
+            ),
+        ]
     )
 
 
@@ -593,25 +550,8 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
                 ]
             )
         )
-    table = html.Table(
-        [
-            html.Thead(
-                html.Tr(
-                    [
-                        html.Th("minute (UTC)"),
-                        html.Th("series"),
-                        html.Th("metric"),
-                        html.Th(""),
-                        html.Th("value"),
-                        html.Th("mean ± std"),
-                        html.Th("z"),
-                    ]
-                )
-            ),
-            html.Tbody(rows),
-        ],
-        id="alerts-table",
-    )
+    headings = ["minute (UTC)", "series", "metric", "", "value", "mean ± std", "z"]
+    table = _table("alerts-table", headings, rows)
     return [heading, hint, html.Div(table, className="scroll")]
 
 
@@ -637,13 +577,7 @@ def _clients_table(tid: str, clients: list[TopClient], total: int, by: str) -> h
                 title=f"{c.client_host}: {c.requests:,} requests, {c.bytes:,} bytes",
             )
         )
-    return html.Table(
-        [
-            html.Thead(html.Tr([html.Th("#"), html.Th("client"), html.Th(by), html.Th("share")])),
-            html.Tbody(rows),
-        ],
-        id=tid,
-    )
+    return _table(tid, ["#", "client", by, "share"], rows)
 
 
 def top_clients_panel(snap: Snapshot) -> list[Any]:
@@ -652,16 +586,10 @@ def top_clients_panel(snap: Snapshot) -> list[Any]:
     tc = snap.top_clients
     if snap.state != "ok" or tc is None:
         return [heading, html.Div("No clients window yet.", className="empty", id="clients-empty")]
-    state = "complete" if tc.complete else "still open (no window is complete yet)"
-    window = html.Div(
-        [
-            _window_label(tc.window_start, tc.window_end, "clients-window"),
-            html.Span(
-                f" · {tc.window_s / 60:g}-minute window, {state} · {tc.clients:,} clients, "
-                f"{tc.requests:,} requests, {human_bytes(tc.bytes)}",
-                className="hint",
-            ),
-        ]
+    window = _window_head(
+        tc,
+        "clients-window",
+        f" · {tc.clients:,} clients, {tc.requests:,} requests, {human_bytes(tc.bytes)}",
     )
     return [
         heading,
@@ -733,24 +661,8 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
     ]
     table: Any = html.Div("None kept yet.", className="empty", id="sessions-table-empty")
     if rows:
-        table = html.Table(
-            [
-                html.Thead(
-                    html.Tr(
-                        [
-                            html.Th("client"),
-                            html.Th("start (UTC)"),
-                            html.Th("duration"),
-                            html.Th("requests"),
-                            html.Th("pages"),
-                            html.Th("bytes"),
-                        ]
-                    )
-                ),
-                html.Tbody(rows),
-            ],
-            id="sessions-table",
-        )
+        headings = ["client", "start (UTC)", "duration", "requests", "pages", "bytes"]
+        table = _table("sessions-table", headings, rows)
     return [
         heading,
         html.Div(summary, className="hint", id="sessions-summary"),
@@ -759,26 +671,30 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
     ]
 
 
-def _table(tid: str, columns: list[tuple[str, str, str]], rows: list[dict[str, Any]]) -> Any:
-    if not rows:
-        return html.Div("None so far.", className="empty", id=f"{tid}-empty")
+def _table(tid: str, headings: list[str], rows: list[Any]) -> html.Table:
+    """Table ``tid``: a head row of ``headings``, then the body ``rows`` (``html.Tr``)."""
     return html.Table(
-        [
-            html.Thead(html.Tr([html.Th(label) for _, label, _ in columns])),
-            html.Tbody(
-                [
-                    html.Tr(
-                        [
-                            html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
-                            for key, _, cls in columns
-                        ]
-                    )
-                    for r in rows
-                ]
-            ),
-        ],
-        id=tid,
+        [html.Thead(html.Tr([html.Th(h) for h in headings])), html.Tbody(rows)], id=tid
     )
+
+
+def _records_table(
+    tid: str, columns: list[tuple[str, str, str]], records: list[dict[str, Any]]
+) -> Any:
+    """Table ``tid`` of ``records``: a column per ``(key, heading, cell class)``; "None so
+    far." when there is none."""
+    if not records:
+        return html.Div("None so far.", className="empty", id=f"{tid}-empty")
+    rows = [
+        html.Tr(
+            [
+                html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
+                for key, _, cls in columns
+            ]
+        )
+        for r in records
+    ]
+    return _table(tid, [heading for _, heading, _ in columns], rows)
 
 
 def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
@@ -791,7 +707,7 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
             "not counted in the windows. Latest examples:",
             className="hint",
         ),
-        _table(
+        _records_table(
             "late-table",
             [
                 ("event_time", "event time", ""),
@@ -815,7 +731,7 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
         html.Div(
             "Lines that did not parse, kept in quarantine/. Latest examples:", className="hint"
         ),
-        _table(
+        _records_table(
             "quarantine-table",
             [
                 ("raw_line", "line", "raw"),
@@ -854,7 +770,7 @@ def health_table(snap: Snapshot) -> list[Any]:
     ]
     return [
         heading,
-        _table(
+        _records_table(
             "health-table",
             [
                 ("query", "query", ""),
