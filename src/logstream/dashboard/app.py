@@ -183,12 +183,19 @@ def refresh_outputs(
     return head + render(snap)
 
 
-def safe_refresh(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
-    """:func:`refresh_outputs` (same arguments), but an unexpected error becomes a message in
-    the banner (the page never shows a stack trace; the log has it) and the panels keep their
-    content."""
+def safe_refresh(
+    store_path: Path | str,
+    time_range: str | None,
+    url_prefix: str | None,
+    status_classes: list[str] | None,
+    seen: Any = None,
+    *,
+    top: int | None = None,
+) -> tuple[Any, ...]:
+    """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
+    page never shows a stack trace; the log has it) and the panels keep their content."""
     try:
-        return refresh_outputs(*args, **kwargs)
+        return refresh_outputs(store_path, time_range, url_prefix, status_classes, seen, top=top)
     except Exception as exc:
         log.exception("dashboard refresh failed")
         message = html.P(
