@@ -308,6 +308,21 @@ def test_empty_tables_show_empty_states(tmp_path):
     assert ALERT_TRACE not in [t["name"] for t in requests["data"]]
 
 
+def test_panels_of_queries_left_out_say_so(tmp_path):
+    store = filled_store(tmp_path / "s.db")
+    store.set_state({"queries": "traffic_per_minute,trending_pages,sessions"})
+    out = refresh_outputs(tmp_path / "s.db", "all", "", None)
+    off = "The alerts query is off (logstream run --queries)."
+    assert text(find(output(out, "alerts"), "alerts-empty")) == off
+    # sessions run: no session closed yet, not "off"
+    assert "No closed session yet" in text(find(output(out, "sessions"), "sessions-empty"))
+    store.set_state({"queries": "none"})
+    out = refresh_outputs(tmp_path / "s.db", "all", "", None)
+    off = "The sessions query is off (logstream run --queries)."
+    assert text(find(output(out, "sessions"), "sessions-empty")) == off
+    assert output(out, "graph-sessions", "figure")["layout"]["annotations"][0]["text"] == off
+
+
 def test_the_new_panels_wait_with_the_rest_of_the_page(tmp_path):
     out = refresh_outputs(tmp_path / "none.db", None, None, None)
     assert output(out, "graph-sessions", "figure")["layout"]["annotations"][0]["text"] == (

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from logstream.errors import ConfigError
-from logstream.pipeline import PipelineConfig, interval_seconds
+from logstream.pipeline import EVENT_QUERIES, PipelineConfig, interval_seconds
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,8 @@ def test_intervals_are_read_in_seconds(text, seconds):
         ({"source": "socket", "socket": "localhost:9999"}, "--format auto needs files"),
         ({"trending_slide": "10 minutes"}, "longer than the window"),
         ({"top": 0}, "top"),
+        ({"queries": "sessions,trending"}, "unknown query 'trending': choose 'all', 'none' or"),
+        ({"queries": " , "}, "names no query"),
     ],
 )
 def test_bad_options_are_rejected(values, message):
@@ -50,3 +52,16 @@ def test_defaults_are_the_books_query():
     assert cfg.trigger == "5 seconds" and cfg.watermark_seconds == 600
     cfg = PipelineConfig.build(input_dir=Path("in"), trigger="available_now")
     assert cfg.trigger == "available-now"
+
+
+@pytest.mark.parametrize(
+    ("text", "chosen"),
+    [
+        ("all", EVENT_QUERIES),
+        ("none", ()),
+        ("alerts, Traffic-Per-Minute", ("traffic_per_minute", "alerts")),  # start order
+        (["sessions", "sessions"], ("sessions",)),
+    ],
+)
+def test_queries_are_read_from_names(text, chosen):
+    assert PipelineConfig.build(input_dir=Path("in"), queries=text).queries == chosen

@@ -221,6 +221,15 @@ def run(
             "--alert-warmup", help="Observed minutes before a series (site or page) may alert."
         ),
     ] = "30 minutes",
+    queries: Annotated[
+        str,
+        typer.Option(
+            "--queries",
+            help="The queries over the on-time events to run: 'all', 'none' or a "
+            "comma-separated list of traffic_per_minute, trending_pages, unique_visitors, "
+            "sessions, top_clients, alerts (the ingest query and the live views always run).",
+        ),
+    ] = "all",
     dashboard: Annotated[
         bool | None,
         typer.Option(
@@ -340,6 +349,7 @@ def run(
                 clients_window=v["clients_window"],
                 alert_sigma=v["alert_sigma"],
                 alert_warmup=v["alert_warmup"],
+                queries=v["queries"],
             )
             pipeline = Pipeline(spark, cfg, on_progress=printer)
             ref.append(pipeline)

@@ -458,8 +458,14 @@ class Snapshot:
     sessions: Sessions | None = None
     top_clients: TopClients | None = None
     dedup: bool | None = None  #: the ingest query drops duplicate lines (None: not recorded)
+    #: the queries over ``events/`` the pipeline runs (``--queries``; None: not recorded)
+    queries: frozenset[str] | None = None
     source_label: str | None = None  #: what the demo replays (``pipeline_state``)
     synthetic: bool = False  #: the data is generated, not real logs
+
+    def query_off(self, name: str) -> bool:
+        """Whether the pipeline writing this store runs without query ``name`` (``--queries``)."""
+        return self.queries is not None and name not in self.queries
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -609,6 +615,8 @@ def _read(
     snap.source_label = state.get("source_label")
     if state.get("dedup") in ("true", "false"):
         snap.dedup = state["dedup"] == "true"
+    if "queries" in state:
+        snap.queries = frozenset(state["queries"].split(",")) - {"none", ""}
     snap.synthetic = state.get("synthetic") == "True"
     if last is not None:
         age = now.timestamp() - epoch_s(last[3])

@@ -18,6 +18,7 @@ from logstream.dashboard.data import Alert, Snapshot, Traffic, epoch_s
 
 __all__ = [
     "ALERT_TRACE",
+    "QUERY_OFF",
     "STATUS_COLORS",
     "bytes_figure",
     "empty_figure",
@@ -45,6 +46,10 @@ REQUESTS_HEIGHT = 400
 ALERT_TRACE = "alerts"
 _ALERT_COLOR = "#c53030"
 _CONFIG_FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}
+
+
+#: What a panel says when ``logstream run --queries`` left its query out.
+QUERY_OFF = "The {query} query is off (logstream run --queries)."
 
 
 def plot_time(text: str | None) -> str | None:
@@ -365,6 +370,8 @@ def sessions_figure(snap: Snapshot) -> dict[str, Any]:
     s = snap.sessions
     title = "Sessions per window (by session start)"
     if s is None or not s.windows:
+        if snap.state == "ok" and snap.query_off("sessions"):
+            return empty_figure(QUERY_OFF.format(query="sessions"), title)
         return _no_data(snap, title, "No closed session in this time range yet.")
     width_ms = (s.window_s or 3600) * 1000
     x = [plot_time(_midpoint(w.window_start, w.window_end)) for w in s.windows]

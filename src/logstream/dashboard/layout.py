@@ -34,7 +34,7 @@ from logstream.dashboard.data import (
     Trending,
     epoch_s,
 )
-from logstream.dashboard.figures import plot_time, sparkline_uri
+from logstream.dashboard.figures import QUERY_OFF, plot_time, sparkline_uri
 from logstream.units import human_bytes
 
 __all__ = [
@@ -527,6 +527,8 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
     )
     if snap.state != "ok" or al is None or not al.latest:
         what = "No anomaly alert so far." if snap.state == "ok" else "No data yet."
+        if snap.state == "ok" and snap.query_off("alerts"):
+            what = QUERY_OFF.format(query="alerts")
         return [heading, hint, html.Div(what, className="empty", id="alerts-empty")]
     rows = []
     for a in al.latest:
@@ -628,6 +630,8 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
             if snap.state == "ok"
             else "No data yet."
         )
+        if snap.state == "ok" and snap.query_off("sessions"):
+            what = QUERY_OFF.format(query="sessions")
         return [heading, html.Div(what, className="empty", id="sessions-empty")]
     summary: list[Any] = []
     if se.windows:

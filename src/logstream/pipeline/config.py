@@ -10,7 +10,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from logstream.config import config_error
 
-__all__ = ["PipelineConfig", "interval_seconds"]
+__all__ = ["EVENT_QUERIES", "PipelineConfig", "interval_seconds"]
+
+#: The queries over ``events/`` that ``queries`` selects from, in start order (the ingest
+#: query always runs: it writes ``events/`` and the live views of the serving store).
+EVENT_QUERIES = (
+    "traffic_per_minute",
+    "trending_pages",
+    "unique_visitors",
+    "sessions",
+    "top_clients",
+    "alerts",
+)
 
 _INTERVAL = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?|d|days?)\s*$",
@@ -112,6 +123,12 @@ class PipelineConfig(BaseModel):
         Standard deviations from the running mean that make a minute an alert (default 5).
     alert_warmup : str
         Minutes a series is observed before it may alert (default ``30 minutes``).
+    queries : tuple of str
+        The queries over ``events/`` to run, from :data:`EVENT_QUERIES` (default: all). Also
+        read from ``"all"``, ``"none"`` or a comma-separated list; kept in
+        :data:`EVENT_QUERIES` order. The dashboard's traffic, trending, visitor and client
+        views come from the ingest query and stay live whatever is chosen; sessions and
+        alerts need their query.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
@@ -141,6 +158,7 @@ class PipelineConfig(BaseModel):
     clients_window: str = "5 minutes"
     alert_sigma: float = Field(default=5.0, gt=0, le=100)
     alert_warmup: str = "30 minutes"
+    queries: tuple[str, ...] = EVENT_QUERIES
 
     @field_validator(
         "watermark",
@@ -157,6 +175,34 @@ class PipelineConfig(BaseModel):
     @classmethod
     def _interval(cls, value: str) -> str:
         return _spark_interval(value)
+
+    @field_validator("queries", mode="before")
+    @classmethod
+    def _queries(cls, value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text == "all":
+                return EVENT_QUERIES
+            if text == "none":
+                return ()
+            names = [n.strip() for n in text.split(",") if n.strip()]
+            if not names:
+                raise ValueError(
+                    f"queries {value!r} names no query: write 'all', 'none' or a "
+                    "comma-separated list"
+                )
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            names = [str(n).strip().lower() for n in value]
+        else:
+            raise ValueError(f"queries {value!r} is not a list of query names")
+        names = [n.replace("-", "_") for n in names]
+        unknown = [n for n in names if n not in EVENT_QUERIES]
+        if unknown:
+            raise ValueError(
+                f"unknown query {unknown[0]!r}: choose 'all', 'none' or from "
+                f"{', '.join(EVENT_QUERIES)}"
+            )
+        return tuple(q for q in EVENT_QUERIES if q in names)
 
     @field_validator("input_dir", "output_dir", "state_dir")
     @classmethod

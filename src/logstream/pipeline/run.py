@@ -26,7 +26,7 @@ query                  what it does                                sink, guarant
 =====================  ==========================================  ===================
 
 The ingest query drops lines delivered twice first (:mod:`logstream.sources.dedup`), unless
-``dedup`` is off.
+``dedup`` is off. ``queries`` chooses which of the others run (default: all).
 
 With ``--trigger available-now`` the ingest query runs to completion first, then the window
 queries, so a backfill is deterministic. With a processing-time trigger all run together.
@@ -142,6 +142,7 @@ class Pipeline:
                 "session_stats_window": self.cfg.session_stats_window,
                 "clients_window": self.cfg.clients_window,
                 "alert_sigma": str(self.cfg.alert_sigma),
+                "queries": ",".join(self.cfg.queries) or "none",
             }
         )
         self.ingest = IngestStage(
@@ -239,9 +240,12 @@ class Pipeline:
 
     def start_windows(self) -> list[StreamingQuery]:
         """Start the window queries (Parquet file sinks) and the stateful ``foreachBatch``
-        queries, all in append mode."""
+        queries chosen by ``cfg.queries``, all in append mode."""
         started = []
+        chosen = set(self.cfg.queries)
         for name, frame in self.window_frames().items():
+            if name not in chosen:
+                continue
             writer = (
                 frame.writeStream.queryName(name)
                 .format("parquet")
@@ -250,6 +254,8 @@ class Pipeline:
             )
             started.append(self._start(name, writer))
         for name, (frame, sink) in self.stateful_frames().items():
+            if name not in chosen:
+                continue
             writer = frame.writeStream.queryName(name).outputMode("append").foreachBatch(sink)
             started.append(self._start(name, writer))
         return started
