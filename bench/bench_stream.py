@@ -17,6 +17,10 @@ July, 1,093,432 lines). Three measurements in one run:
 
 Writes bench/results/stream.json. Usage: python bench/bench_stream.py [--days 31]
 [--files-per-trigger 1] [--rate 20000] [--latency-seconds 60] [--dedup-window "10 minutes"]
+
+``--cost-per-query`` measures instead what each query over ``events/`` costs: the
+throughput run with ``--queries none``, with each query alone and with all, in one process
+(bench/results/stream-cost-per-query.json).
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ def pipeline_config(tmp: Path, input_dir: Path, **extra):
     )
 
 
-def throughput(spark, files: list[Path], per_trigger: int, dedup_window: str) -> dict:
+def throughput(
+    spark, files: list[Path], per_trigger: int, dedup_window: str, queries: str = "all"
+) -> dict:
     from logstream.pipeline import Pipeline
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-stream-"))
@@ -68,6 +74,7 @@ def throughput(spark, files: list[Path], per_trigger: int, dedup_window: str) ->
         trigger="available-now",
         max_files_per_trigger=per_trigger,
         dedup_window=dedup_window,
+        queries=queries,
     )
     pipeline = Pipeline(spark, cfg)
     t0 = time.perf_counter()
@@ -98,6 +105,7 @@ def throughput(spark, files: list[Path], per_trigger: int, dedup_window: str) ->
         busy[row["query"]] = busy.get(row["query"], 0) + row["batch_duration_ms"]
     shutil.rmtree(tmp, ignore_errors=True)
     return {
+        "queries": queries,
         "lines": lines,
         "files_per_trigger": per_trigger,
         "seconds": round(seconds, 1),
@@ -186,6 +194,23 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int, dedup_window:
     }
 
 
+def cost_per_query(spark, files: list[Path], per_trigger: int, dedup_window: str) -> dict:
+    """The ingest query alone, then with each query over ``events/`` alone, then all of them:
+    seconds and the seconds each query adds to the ingest query's (all in this one process)."""
+    from logstream.pipeline import EVENT_QUERIES
+
+    runs = {}
+    for queries in ("none", *EVENT_QUERIES, "all"):
+        r = throughput(spark, files, per_trigger, dedup_window, queries)
+        runs[queries] = {"seconds": r["seconds"], "events_per_s": r["events_per_s"]}
+        print(queries, runs[queries], flush=True)
+    base = runs["none"]["seconds"]
+    for r in runs.values():
+        r["added_s"] = round(r["seconds"] - base, 1)
+        r["x_ingest_alone"] = round(r["seconds"] / base, 2)
+    return {"files": len(files), "files_per_trigger": per_trigger, "runs": runs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--days", type=int, default=31)
@@ -195,6 +220,11 @@ def main() -> None:
     parser.add_argument("--dedup-window", default="10 minutes")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument(
+        "--cost-per-query",
+        action="store_true",
+        help="instead: the pipeline with no query over events/, with each alone, with all",
+    )
     args = parser.parse_args()
 
     from logstream.config import SparkSettings
@@ -207,6 +237,13 @@ def main() -> None:
         "machine": f"{os.cpu_count()} cores, {platform.machine()}, "
         f"Python {platform.python_version()}",
     }
+    if args.cost_per_query:
+        result["cost_per_query"] = cost_per_query(
+            spark, files, args.files_per_trigger, args.dedup_window
+        )
+        (RESULTS / "stream-cost-per-query.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result["cost_per_query"], indent=2))
+        return
     if not args.skip_throughput:
         result["throughput"] = throughput(spark, files, args.files_per_trigger, args.dedup_window)
     if not args.skip_latency:
