@@ -52,6 +52,7 @@ def test_general_statistics_equal_the_oracle(nasa_report, nasa_refs):
     assert g["unique_urls"] == len({r.url_path for r in nasa_refs})
     assert g["first_event"] == "1995-07-09T04:00:00+00:00"
     assert g["last_event"] == "1995-07-10T03:59:59+00:00"
+    assert g["duplicates_dropped"] is None  # every line counts unless asked
 
 
 def test_status_codes_and_classes_equal_the_oracle(nasa_report, nasa_refs):
@@ -145,6 +146,24 @@ def test_cli_batch_writes_json_html_and_quarantine(spark, nasa_day, tmp_path, ca
     ]
     assert (tmp_path / "r.html").stat().st_size > 1_000_000
     assert "logstream batch report" in capsys.readouterr().out
+
+
+def test_drop_duplicates_counts_each_distinct_line_once_as_the_stream_does(
+    spark, nasa_day, tmp_path, capsys
+):
+    lines = oracle.read_lines(nasa_day)
+    twins = len(lines) - len(set(lines))
+    assert twins == 10
+    out = tmp_path / "r.json"
+    assert main(["batch", str(nasa_day), "--drop-duplicates", "--json", str(out)]) == 0
+    assert "Duplicate lines dropped" in capsys.readouterr().out
+    g = json.loads(out.read_text())["general"]
+    # 35,262: what logstream run reports for the same day (tests/pipeline/test_parity.py)
+    assert g["duplicates_dropped"] == twins
+    assert g["total_requests"] == g["valid_requests"] == len(set(lines)) == 35262
+    # the repeated lines are whole requests: the bandwidth drops by theirs
+    refs = dict(zip(lines, oracle.parse_file(nasa_day)[0], strict=True))
+    assert g["bandwidth_bytes"] == oracle.bandwidth(list(refs.values()))
 
 
 def test_time_zone_option_moves_the_calendar(spark, nasa_day, tmp_path):

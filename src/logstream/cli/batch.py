@@ -40,6 +40,14 @@ def batch(
         str,
         typer.Option("--time-zone", help="IANA zone for calendar days and hours in the report."),
     ] = "UTC",
+    drop_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--drop-duplicates",
+            help="Count identical lines once, as 'logstream run' does (a shipper's retries); "
+            "the report says how many were dropped. Default: every line counts.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")] = False,
     master: MasterOption = None,
 ) -> None:
@@ -47,10 +55,18 @@ def batch(
 
     Example: logstream batch ../shared/data/NASA_access_log_Jul95_day09.log.gz --top 5
     """
+    from pyspark.sql import functions as F
+
     from logstream.parsing import parse, resolve_format
     from logstream.report import build_report, render_html, render_terminal
     from logstream.session import get_spark
-    from logstream.sources import expand_inputs, read_lines, sample_lines
+    from logstream.sources import (
+        LINE_KEY,
+        drop_duplicate_lines,
+        expand_inputs,
+        read_lines,
+        sample_lines,
+    )
 
     validate_time_zone(time_zone)
     inputs = expand_inputs(paths)
@@ -62,6 +78,14 @@ def batch(
     spark = get_spark(SparkSettings.build(master=master))
     lines = read_lines(spark, inputs)
     fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
+    dropped = None
+    if drop_duplicates:  # one pass to count, as the stream's metric does: read − kept
+        lines = lines.withColumn(LINE_KEY, F.xxhash64("value"))
+        counts = lines.agg(
+            F.count("*").alias("read"), F.count_distinct(LINE_KEY).alias("kept")
+        ).first()
+        dropped = counts["read"] - counts["kept"]
+        lines = drop_duplicate_lines(lines.drop(LINE_KEY))
     report = build_report(
         parse(lines, fmt),
         top=top,
@@ -69,6 +93,7 @@ def batch(
         log_format=fmt.name,
         inputs=[str(p) for p in paths],
         quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
+        duplicates_dropped=dropped,
     )
     if not quiet:
         render_terminal(report)

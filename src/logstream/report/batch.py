@@ -59,6 +59,7 @@ def build_report(
     log_format: str = "",
     inputs: list[str] | None = None,
     quarantine_path: str | None = None,
+    duplicates_dropped: int | None = None,
 ) -> dict[str, Any]:
     """Compute the batch report from parsed lines.
 
@@ -77,6 +78,10 @@ def build_report(
         Input paths, echoed in ``general``.
     quarantine_path : str, optional
         When given, quarantined lines are written there as JSON Lines (overwritten).
+    duplicates_dropped : int, optional
+        Lines removed before parsing as copies of another line
+        (:func:`logstream.sources.drop_duplicate_lines`), echoed in ``general``; ``None``
+        when every line was kept.
 
     Returns
     -------
@@ -84,7 +89,8 @@ def build_report(
         Keys :data:`REPORT_KEYS`. ``general`` holds ``total_requests``, ``valid_requests``,
         ``failed_requests``, ``unique_visitors``, ``unique_urls``, ``unique_not_found``,
         ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event`` (ISO 8601), plus the
-        echoed settings; ``status_codes`` maps a status (as text) to requests;
+        echoed settings and ``duplicates_dropped``; ``status_codes`` maps a status (as text)
+        to requests;
         ``status_classes`` maps ``"2xx"`` to requests; the ``top_*`` and ``hourly`` entries are
         lists of row dictionaries; ``sessions`` summarises visitor sessions (30-minute gap,
         :func:`~logstream.analytics.sessions`): ``sessions``, ``median_duration_s`` and
@@ -100,9 +106,11 @@ def build_report(
         raise ValueError(f"top must be at least 1, got {top}")
     parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return _build(parsed, top, time_zone, log_format, inputs or [], quarantine_path)
+        report = _build(parsed, top, time_zone, log_format, inputs or [], quarantine_path)
     finally:
         parsed.unpersist()
+    report["general"]["duplicates_dropped"] = duplicates_dropped
+    return report
 
 
 def _build(

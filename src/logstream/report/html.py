@@ -51,6 +51,11 @@ def render_html(report: dict[str, Any]) -> str:
         ("Total requests", f"{g['total_requests']:,}"),
         ("Valid requests", f"{g['valid_requests']:,}"),
         ("Failed requests", f"{g['failed_requests']:,}"),
+        *(
+            [("Duplicate lines dropped", f"{g['duplicates_dropped']:,}")]
+            if g.get("duplicates_dropped") is not None
+            else []
+        ),
         ("Unique visitors", f"{g['unique_visitors']:,}"),
         ("Unique URLs", f"{g['unique_urls']:,}"),
         ("Unique 404 URLs", f"{g['unique_not_found']:,}"),

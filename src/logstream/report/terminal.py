@@ -43,6 +43,11 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
         ("Total requests", f"{g['total_requests']:,}"),
         ("Valid requests", f"{g['valid_requests']:,}"),
         ("Failed requests (quarantined)", f"{g['failed_requests']:,}"),
+        *(
+            [("Duplicate lines dropped", f"{g['duplicates_dropped']:,}")]
+            if g.get("duplicates_dropped") is not None
+            else []
+        ),
         ("Unique visitors (hosts per day)", f"{g['unique_visitors']:,}"),
         ("Unique URLs", f"{g['unique_urls']:,}"),
         ("Unique 404 URLs", f"{g['unique_not_found']:,}"),
