@@ -291,6 +291,37 @@ def run(
     with_dashboard = demo if v["dashboard"] is None else v["dashboard"]
 
     settings = SparkSettings.build(master=v["master"])
+    cfg = None  # checked before the JVM starts, so a bad option fails at once
+    if not demo:
+        source = "socket" if v["socket"] else "kafka" if v["kafka_bootstrap"] else "dir"
+        cfg = PipelineConfig.build(
+            source=source,
+            input_dir=v["input_dir"],
+            socket=v["socket"],
+            kafka_bootstrap=v["kafka_bootstrap"],
+            kafka_topic=v["kafka_topic"],
+            log_format=v["log_format"],
+            output_dir=v["output_dir"],
+            state_dir=v["state_dir"],
+            store=v["store"],
+            watermark=v["watermark"],
+            traffic_window=v["window"],
+            trending_window=v["trending_window"],
+            trending_slide=v["trending_slide"],
+            top=v["top"],
+            store_retention=v["store_retention"],
+            trigger=v["trigger"],
+            max_files_per_trigger=v["max_files_per_trigger"],
+            sink=v["sink"],
+            dedup=v["dedup"],
+            dedup_window=v["dedup_window"],
+            session_gap=v["session_gap"],
+            session_stats_window=v["session_stats_window"],
+            clients_window=v["clients_window"],
+            alert_sigma=v["alert_sigma"],
+            alert_warmup=v["alert_warmup"],
+            queries=v["queries"],
+        )
     owns_session = SparkSession.getActiveSession() is None
     ref: list[Any] = []
     printer = None if v["quiet"] else _progress_printer(ref)
@@ -322,35 +353,7 @@ def run(
             pipeline = run_demo(spark, demo_settings, _console, printer, stop, ref.append)
             outputs = f"{pipeline.store.get_state('source_label')}; outputs in {v['demo_out']}"
         else:
-            source = "socket" if v["socket"] else "kafka" if v["kafka_bootstrap"] else "dir"
-            cfg = PipelineConfig.build(
-                source=source,
-                input_dir=v["input_dir"],
-                socket=v["socket"],
-                kafka_bootstrap=v["kafka_bootstrap"],
-                kafka_topic=v["kafka_topic"],
-                log_format=v["log_format"],
-                output_dir=v["output_dir"],
-                state_dir=v["state_dir"],
-                store=v["store"],
-                watermark=v["watermark"],
-                traffic_window=v["window"],
-                trending_window=v["trending_window"],
-                trending_slide=v["trending_slide"],
-                top=v["top"],
-                store_retention=v["store_retention"],
-                trigger=v["trigger"],
-                max_files_per_trigger=v["max_files_per_trigger"],
-                sink=v["sink"],
-                dedup=v["dedup"],
-                dedup_window=v["dedup_window"],
-                session_gap=v["session_gap"],
-                session_stats_window=v["session_stats_window"],
-                clients_window=v["clients_window"],
-                alert_sigma=v["alert_sigma"],
-                alert_warmup=v["alert_warmup"],
-                queries=v["queries"],
-            )
+            assert cfg is not None
             pipeline = Pipeline(spark, cfg, on_progress=printer)
             ref.append(pipeline)
             server = None
