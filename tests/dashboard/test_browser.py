@@ -27,7 +27,7 @@ from logstream.dashboard import start_dashboard_thread
 from logstream.dashboard.figures import ALERT_TRACE
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
-from tests.dashboard.helpers import alert_row, filled_store
+from tests.dashboard.helpers import alert_row, commit, filled_store
 from tests.oracle import is_content, parse_line
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
@@ -403,16 +403,7 @@ def test_an_alert_written_to_the_store_is_listed_and_marked(browser, tmp_path):
     path = tmp_path / "s.db"
     store = filled_store(path)
     store.commit_alerts(0, [alert_row(30, value=160.0, mean=40.0, std=12.0)])
-    store.record_progress(
-        [
-            {
-                "query": "ingest",
-                "batch_id": 0,
-                "timestamp": "2025-01-01T00:00:00Z",
-                "duplicates_dropped": 4,
-            }
-        ]
-    )
+    commit(store, 1000, duplicates=4)
     with start_dashboard_thread(path, refresh_s=0.5) as srv:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         pg = context.new_page()

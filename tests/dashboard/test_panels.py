@@ -15,6 +15,7 @@ from logstream.serving import IngestBatchWrite, ServingStore
 from tests.dashboard.helpers import (
     alert_row,
     client_rows,
+    commit,
     filled_store,
     minute,
     session_row,
@@ -251,28 +252,13 @@ def test_top_clients_before_any_complete_window_show_the_open_one(tmp_path):
 # -- duplicates --------------------------------------------------------------------------------
 
 
-def progress(query: str, batch_id: int, duplicates: int | None) -> dict[str, Any]:
-    return {
-        "query": query,
-        "batch_id": batch_id,
-        "timestamp": f"2025-01-01T00:00:{batch_id:02d}.000Z",
-        "duplicates_dropped": duplicates,
-    }
-
-
 def test_duplicates_are_counted_as_the_store_counts_them(tmp_path):
     store = filled_store(tmp_path / "s.db")
-    store.record_progress(
-        [
-            progress("ingest", 1, 4),
-            progress("ingest", 2, None),
-            progress("traffic_per_minute", 1, 50),  # another query: not counted
-            progress("ingest", 1, 4),  # batch 1 replayed after a crash: counted once
-        ]
-    )
+    commit(store, 1000, duplicates=4)
+    assert not store.commit_ingest_batch("ingest", IngestBatchWrite(batch_id=1000, duplicates=4))
     snap = read_snapshot(tmp_path / "s.db")
     assert snap.counters["duplicates"] == store.counters()["duplicates"] == 4
-    store.record_progress([progress("ingest", 3, 7)])
+    commit(store, 1001, duplicates=7)
     assert read_snapshot(tmp_path / "s.db").counters["duplicates"] == 11
     out = refresh_outputs(tmp_path / "s.db", None, None, None)
     assert kpi_value(out, "duplicates") == "11"

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from logstream import analytics
@@ -44,6 +44,7 @@ from logstream.pipeline.config import interval_seconds
 from logstream.schema import EVENT_COLUMNS
 from logstream.serving import IngestBatchWrite, ServingStore
 from logstream.sinks import publish_batch, run_stateful_plan
+from logstream.sources import dropped_in_running_batch
 
 __all__ = ["INGEST_QUERY", "IngestStage", "IngestTotals", "iso"]
 
@@ -99,6 +100,11 @@ class IngestStage:
     retention_ms : int
         Trending-page and client windows ending this long (ms) before the newest event are
         not written to, and are pruned from, the store.
+    session : SparkSession, optional
+        The session that started the ingest query, whose query manager lists it: the copies
+        the deduplication operator dropped are read from the running micro-batch
+        (:func:`~logstream.sources.dropped_in_running_batch`). ``foreachBatch`` hands over
+        DataFrames of a cloned session that does not. None: duplicates are not counted.
 
     Notes
     -----
@@ -115,6 +121,7 @@ class IngestStage:
         trending_slide: str = "60 seconds",
         retention_ms: int = 2 * 3600 * 1000,
         clients_window: str = "300 seconds",
+        session: SparkSession | None = None,
     ) -> None:
         self.output_dir = output_dir
         self.store = store
@@ -125,6 +132,7 @@ class IngestStage:
         self.retention_ms = retention_ms
         self.clients_window = clients_window
         self.totals = IngestTotals()
+        self.session = session
 
     def watermark_for_next_batch(self) -> int | None:
         """The watermark (epoch ms) the next micro-batch is judged by; None before any event."""
@@ -146,7 +154,10 @@ class IngestStage:
             write = self._process(parsed, batch_id, before_ms)
         finally:
             parsed.unpersist()
-        if not (write.events or write.late_events or write.quarantined):
+        # the plan has run: the copies it dropped are committed with the batch
+        if self.session is not None:
+            write.duplicates = dropped_in_running_batch(self.session, INGEST_QUERY) or 0
+        if not (write.events or write.late_events or write.quarantined or write.duplicates):
             # a no-data micro-batch (Spark runs one after a batch to move the deduplication
             # watermark): nothing to record, and a replay has nothing to skip
             return

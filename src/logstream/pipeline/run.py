@@ -154,6 +154,7 @@ class Pipeline:
             self.cfg.trending_slide,
             int(interval_seconds(self.cfg.store_retention) * 1000),
             self.cfg.clients_window,
+            session=self.spark,
         )
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)

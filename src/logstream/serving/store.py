@@ -21,9 +21,8 @@ Tables
 ``trending_pages(window_start, window_end, url_path, requests)``
 ``unique_visitors(window_start, window_end, visitors, sketch)``: ``sketch`` (HLL) only while
 the window is open, null once final
-``counters(name, value)``: ``events``, ``late_events``, ``quarantined``, ``duplicates``
-``dedup_batches(batch_id, dropped)``: lines dropped as duplicates per ingest micro-batch,
-from the progress rows (:meth:`ServingStore.record_progress`)
+``counters(name, value)``: ``events``, ``late_events``, ``quarantined``, ``duplicates``, all
+committed with their ingest micro-batch
 ``late_examples(seq, batch_id, event_time, watermark, client_host, url_path, source_file)``
 ``quarantine_examples(seq, batch_id, raw_line, source_file, reason)``
 ``progress(seq, query, batch_id, timestamp, input_rows_per_s, processed_rows_per_s,
@@ -93,7 +92,6 @@ CREATE TABLE IF NOT EXISTS progress (
     input_rows_per_s REAL, processed_rows_per_s REAL, batch_duration_ms INTEGER,
     num_input_rows INTEGER, watermark TEXT, max_event_time TEXT, state_rows INTEGER,
     state_memory_bytes INTEGER, dropped_by_watermark INTEGER, duplicates_dropped INTEGER);
-CREATE TABLE IF NOT EXISTS dedup_batches (batch_id INTEGER PRIMARY KEY, dropped INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS top_clients (
     window_start TEXT NOT NULL, window_end TEXT NOT NULL, client_host TEXT NOT NULL,
     requests INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (window_start, client_host));
@@ -130,6 +128,7 @@ class IngestBatchWrite:
     events: int = 0
     late_events: int = 0
     quarantined: int = 0
+    duplicates: int = 0  #: lines the deduplication operator dropped in this micro-batch
     max_event_time_ms: int | None = None
     traffic: list[tuple[Any, ...]] = field(default_factory=list)  # in _TRAFFIC_COLS order
     pages: list[tuple[str, str, str, int]] = field(default_factory=list)
@@ -281,6 +280,7 @@ class ServingStore:
                     ("events", write.events),
                     ("late_events", write.late_events),
                     ("quarantined", write.quarantined),
+                    ("duplicates", write.duplicates),
                 ],
             )
             _keep_latest(
@@ -308,12 +308,9 @@ class ServingStore:
         )
 
     def record_progress(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Append streaming-query progress rows (from the listener).
-
-        The ``duplicates_dropped`` of an ingest micro-batch is added to the ``duplicates``
-        counter once per batch id (``dedup_batches``): a batch replayed after a crash drops
-        the same rows again and reports them again, and is not counted twice.
-        """
+        """Append streaming-query progress rows (from the listener; shown, never counted:
+        a progress event can be lost in a crash, so counters come from the ledgered
+        micro-batches)."""
         cols = (
             "query", "batch_id", "timestamp", "input_rows_per_s", "processed_rows_per_s",
             "batch_duration_ms", "num_input_rows", "watermark", "max_event_time", "state_rows",
@@ -325,28 +322,14 @@ class ServingStore:
                 f"INSERT INTO progress({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [tuple(r.get(c) for c in cols) for r in rows],
             )
-            for r in rows:
-                if r.get("query") != "ingest" or not r.get("duplicates_dropped"):
-                    continue
-                new = conn.execute(
-                    "INSERT OR IGNORE INTO dedup_batches(batch_id, dropped) VALUES (?, ?)",
-                    (r["batch_id"], r["duplicates_dropped"]),
-                ).rowcount
-                if new:
-                    conn.execute(
-                        "INSERT INTO counters(name, value) VALUES ('duplicates', ?) "
-                        "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-                        (r["duplicates_dropped"],),
-                    )
 
     # -- reading side ------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
         """``events``, ``late_events``, ``quarantined``, ``duplicates`` totals (0 when absent).
 
-        ``duplicates`` (lines dropped as copies) comes from the deduplication operator's
-        metric in the ingest query's progress (see :meth:`record_progress`); the others from
-        the ledgered micro-batches.
+        All come from the ledgered ingest micro-batches, so a replay after a crash counts
+        nothing twice and nothing committed is missing.
         """
         base = {"events": 0, "late_events": 0, "quarantined": 0, "duplicates": 0}
         with self.connection() as conn:
