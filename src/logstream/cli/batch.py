@@ -61,9 +61,9 @@ def batch(
     from logstream.report import build_report, render_html, render_terminal
     from logstream.session import get_spark
     from logstream.sources import (
-        LINE_KEY,
         drop_duplicate_lines,
         expand_inputs,
+        line_key,
         read_lines,
         sample_lines,
     )
@@ -80,12 +80,11 @@ def batch(
     fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
     dropped = None
     if drop_duplicates:  # one pass to count, as the stream's metric does: read − kept
-        lines = lines.withColumn(LINE_KEY, F.xxhash64("value"))
         counts = lines.agg(
-            F.count("*").alias("read"), F.count_distinct(LINE_KEY).alias("kept")
+            F.count("*").alias("read"), F.count_distinct(line_key()).alias("kept")
         ).first()
         dropped = counts["read"] - counts["kept"]
-        lines = drop_duplicate_lines(lines.drop(LINE_KEY))
+        lines = drop_duplicate_lines(lines)
     report = build_report(
         parse(lines, fmt),
         top=top,

@@ -1,6 +1,11 @@
 """Sources: where raw log lines come from (files now; directory watch, socket, Kafka later)."""
 
-from logstream.sources.dedup import LINE_KEY, drop_duplicate_lines, dropped_in_running_batch
+from logstream.sources.dedup import (
+    LINE_KEY,
+    drop_duplicate_lines,
+    dropped_in_running_batch,
+    line_key,
+)
 from logstream.sources.files import expand_inputs, read_lines, sample_lines
 from logstream.sources.stream import KAFKA_PACKAGE, kafka_available, stream_lines
 
@@ -11,6 +16,7 @@ __all__ = [
     "dropped_in_running_batch",
     "expand_inputs",
     "kafka_available",
+    "line_key",
     "read_lines",
     "sample_lines",
     "stream_lines",

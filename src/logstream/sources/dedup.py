@@ -22,16 +22,21 @@ from a retry and also count once: 10 of the 35,272 lines of the NASA day of 1995
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-__all__ = ["LINE_KEY", "drop_duplicate_lines", "dropped_in_running_batch"]
+__all__ = ["LINE_KEY", "drop_duplicate_lines", "dropped_in_running_batch", "line_key"]
 
 #: Column added by :func:`drop_duplicate_lines`: ``xxhash64`` of the line (bigint).
 LINE_KEY = "line_key"
 
 #: The SQL metric of Spark's ``dedupeWithinWatermark`` operator: rows dropped as duplicates.
 DROPPED_METRIC = "numDroppedDuplicateRows"
+
+
+def line_key() -> Column:
+    """The key two deliveries of the same line share: ``xxhash64`` of ``value`` (bigint)."""
+    return F.xxhash64("value")
 
 
 def drop_duplicate_lines(lines: DataFrame, within: str = "10 minutes") -> DataFrame:
@@ -58,7 +63,7 @@ def drop_duplicate_lines(lines: DataFrame, within: str = "10 minutes") -> DataFr
     the ``dedupeWithinWatermark`` state operator: in the query's progress, and, for a count
     committed with the batch, from :func:`dropped_in_running_batch`.
     """
-    keyed = lines.withColumn(LINE_KEY, F.xxhash64("value"))
+    keyed = lines.withColumn(LINE_KEY, line_key())
     if not lines.isStreaming:
         return keyed.dropDuplicates([LINE_KEY])
     return (
