@@ -154,7 +154,7 @@ class Pipeline:
             self.cfg.trending_slide,
             int(interval_seconds(self.cfg.store_retention) * 1000),
             self.cfg.clients_window,
-            session=self.spark,
+            session=self.spark if self.cfg.dedup else None,  # no copies to count without
         )
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)
