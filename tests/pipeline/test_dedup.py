@@ -29,7 +29,7 @@ def run(spark, tmp, lines, retries):
         copy = tmp / "in" / f"retry-of-{paths[index].name}"
         shutil.copy(paths[index], copy)
         os.utime(copy, (mtime, mtime))
-    pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=2))
+    pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=2, dedup=True))
     try:
         pipeline.run()
     finally:

@@ -15,7 +15,7 @@ from logstream import analytics
 from logstream.parsing import compile_format, events, parse
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
-from logstream.sources import drop_duplicate_lines, read_lines
+from logstream.sources import read_lines
 
 TRAFFIC_COLS = [
     "window_start",
@@ -40,8 +40,8 @@ def streamed(spark, nasa_day, tmp_path_factory):
         pipeline.run()
     finally:
         pipeline.stop()
-    # the stream counts the 10 lines the NASA day holds twice once: so does the batch side
-    lines = drop_duplicate_lines(read_lines(spark, [nasa_day]))
+    # every line counts, in the stream as in the batch report (deduplication is opt-in)
+    lines = read_lines(spark, [nasa_day])
     batch_events = events(parse(lines, compile_format("common")))
     return tmp, pipeline, batch_events
 
@@ -81,10 +81,10 @@ def test_serving_store_holds_every_window_including_open_ones(spark, streamed):
     expected = {tuple(r) for r in batch.collect()}
     assert {tuple(v for k, v in r.items() if k != "window_end") for r in rows} == expected
     assert store.counters() == {
-        "events": 35262,
+        "events": 35272,
         "late_events": 0,
         "quarantined": 0,
-        "duplicates": 10,
+        "duplicates": 0,
     }
     top = store.query(
         "SELECT url_path, requests FROM trending_pages WHERE window_start = "
@@ -142,7 +142,7 @@ def test_no_event_was_dropped_silently_by_a_window_query(streamed):
         if r["dropped_by_watermark"] is not None
     ]
     assert dropped and sum(dropped) == 0
-    assert pipeline.totals.events == 35262
+    assert pipeline.totals.events == 35272
 
 
 def _watermark(pipeline, name):
@@ -153,16 +153,11 @@ def _watermark(pipeline, name):
 def test_closed_sessions_equal_a_plain_python_sessionization(spark, streamed, nasa_day):
     tmp, pipeline, _ = streamed
     refs, _ = oracle.parse_file(nasa_day)
-    unique, seen = [], set()
-    for line, ref in zip(oracle.read_lines(nasa_day), refs, strict=True):
-        if line not in seen:  # the stream counts a repeated line once
-            seen.add(line)
-            unique.append(ref)
     watermark = spark.sql(
         f"SELECT unix_seconds(timestamp'{_watermark(pipeline, 'sessions')}') AS w"
     ).first()["w"]
     # a session is emitted once the watermark passes its last request + the 30-minute gap
-    expected = Counter(s for s in python_sessions(unique) if s[2] + 1800 < watermark)
+    expected = Counter(s for s in python_sessions(refs) if s[2] + 1800 < watermark)
     got = session_tuples(spark.read.parquet(str(tmp / "out" / "sessions")))
     assert sum(expected.values()) > 2500
     assert got == expected

@@ -47,7 +47,7 @@ def chunks(nasa_day, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def reference(spark, chunks, tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("recovery-reference")
-    pipeline = Pipeline(spark, config(tmp, chunks))
+    pipeline = Pipeline(spark, config(tmp, chunks, dedup=True))
     try:
         pipeline.run()
     finally:
@@ -76,6 +76,7 @@ def cli_args(tmp: Path, chunks: Path) -> list[str]:
         "--format",
         "common",
         "--quiet",
+        "--dedup",  # its operator's state and count must survive a kill too
     ]
 
 

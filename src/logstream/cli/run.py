@@ -129,8 +129,13 @@ def run(
         Path, typer.Option("--state-dir", help="Root of the checkpoints (one per query).")
     ] = Path("out/state"),
     store: Annotated[
-        str, typer.Option("--store", help="Serving store URL for live views.")
-    ] = "sqlite:///out/logstream.db",
+        str | None,
+        typer.Option(
+            "--store",
+            help="Serving store URL for live views, sqlite:///PATH "
+            "[default: OUTPUT_DIR/logstream.db]. A store belongs to the --state-dir that feeds it.",
+        ),
+    ] = None,
     watermark: Annotated[
         str,
         typer.Option(
@@ -180,9 +185,10 @@ def run(
         typer.Option(
             "--dedup/--keep-duplicates",
             help="Count a line delivered again (a shipper's retry) once: identical lines "
-            "arriving within --dedup-window of each other are dropped and counted.",
+            "arriving within --dedup-window of each other are dropped and counted. Default: "
+            "every line counts, as in 'logstream batch' and GoAccess.",
         ),
-    ] = True,
+    ] = False,
     dedup_window: Annotated[
         str,
         typer.Option(
@@ -322,6 +328,11 @@ def run(
             alert_warmup=v["alert_warmup"],
             queries=v["queries"],
         )
+        # a store or output directory of another checkpoint stops the run before the JVM starts
+        from logstream.pipeline.identity import claim
+        from logstream.serving import ServingStore
+
+        claim(cfg.state_dir, cfg.output_dir, ServingStore(cfg.store_path))
     owns_session = SparkSession.getActiveSession() is None
     ref: list[Any] = []
     printer = None if v["quiet"] else _progress_printer(ref)
@@ -378,16 +389,18 @@ def run(
                 pipeline.stop()
                 if server is not None:
                     server.stop()
-            outputs = f"outputs in {cfg.output_dir}, store {cfg.store}"
+            outputs = f"outputs in {cfg.output_dir}, store {cfg.store_url}"
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
         if owns_session:  # drain Spark's listener bus before Python goes away
             spark.stop()
     t = pipeline.totals
-    duplicates = pipeline.store.counters()["duplicates"]
+    if pipeline.cfg.dedup:
+        dedup = f"{pipeline.store.counters()['duplicates']:,} duplicate lines dropped"
+    else:
+        dedup = "deduplication off"
     _console.print(
         f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
-        f"quarantined, {duplicates:,} duplicate lines dropped in {t.batches} micro-batches; "
-        f"{outputs}"
+        f"quarantined, {dedup}, in {t.batches} micro-batches; {outputs}"
     )

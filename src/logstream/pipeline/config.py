@@ -10,7 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from logstream.config import config_error
 
-__all__ = ["EVENT_QUERIES", "PipelineConfig", "interval_seconds"]
+__all__ = ["DEFAULT_STORE_NAME", "EVENT_QUERIES", "PipelineConfig", "interval_seconds"]
+
+#: File name of the serving store under the output directory when ``--store`` is not given.
+DEFAULT_STORE_NAME = "logstream.db"
 
 #: The queries over ``events/`` that ``queries`` selects from, in start order (the ingest
 #: query always runs: it writes ``events/`` and the live views of the serving store).
@@ -81,8 +84,10 @@ class PipelineConfig(BaseModel):
         ``top_clients``, ``alerts``.
     state_dir : Path
         Root of the checkpoints, one sub-directory per query.
-    store : str
-        Serving store URL, ``sqlite:///PATH``.
+    store : str, optional
+        Serving store URL, ``sqlite:///PATH``; default ``OUTPUT_DIR/logstream.db``, so two
+        runs with different output directories never share a store by accident. A store
+        belongs to the checkpoint that fed it (:mod:`logstream.pipeline.identity`).
     watermark : str
         Event-time delay after which a window is final and an older event is late
         (default ``10 minutes``).
@@ -107,8 +112,8 @@ class PipelineConfig(BaseModel):
         micro-batch for exploration (no outputs, no store).
     dedup : bool
         Count a line delivered again (a shipper's retry) once: identical lines arriving within
-        ``dedup_window`` of each other are dropped (default True; see
-        :mod:`logstream.sources.dedup`).
+        ``dedup_window`` of each other are dropped (default False: every line counts, as in
+        ``logstream batch`` and GoAccess; see :mod:`logstream.sources.dedup`).
     dedup_window : str
         Processing-time span in which a re-sent line is recognised (default ``10 minutes``):
         the deduplication state holds the key of every line that arrived in the last
@@ -141,7 +146,7 @@ class PipelineConfig(BaseModel):
     log_format: str = "auto"
     output_dir: Path = Path("out/stream")
     state_dir: Path = Path("out/state")
-    store: str = "sqlite:///out/logstream.db"
+    store: str | None = None
     watermark: str = "10 minutes"
     traffic_window: str = "1 minute"
     trending_window: str = "5 minutes"
@@ -151,7 +156,7 @@ class PipelineConfig(BaseModel):
     trigger: str = "5 seconds"
     max_files_per_trigger: int | None = Field(default=None, ge=1)
     sink: Literal["parquet", "console"] = "parquet"
-    dedup: bool = True
+    dedup: bool = False
     dedup_window: str = "10 minutes"
     session_gap: str = "30 minutes"
     session_stats_window: str = "1 hour"
@@ -219,7 +224,9 @@ class PipelineConfig(BaseModel):
 
     @field_validator("store")
     @classmethod
-    def _store(cls, value: str) -> str:
+    def _store(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if not value.startswith("sqlite:///"):
             raise ValueError(
                 f"store {value!r} is not supported: use sqlite:///PATH (e.g. sqlite:///out/logstream.db)"
@@ -259,7 +266,14 @@ class PipelineConfig(BaseModel):
     @property
     def store_path(self) -> Path:
         """Filesystem path of the SQLite serving store (absolute)."""
+        if self.store is None:
+            return self.output_dir / DEFAULT_STORE_NAME
         return Path(self.store.removeprefix("sqlite:///")).expanduser().absolute()
+
+    @property
+    def store_url(self) -> str:
+        """The serving store's URL, ``sqlite:///`` and its absolute path."""
+        return f"sqlite:///{self.store_path}"
 
     @property
     def watermark_seconds(self) -> float:

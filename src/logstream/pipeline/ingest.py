@@ -30,6 +30,7 @@ nothing (``numRowsDroppedByWatermark`` stays 0), every late event is in ``late_e
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,6 +134,14 @@ class IngestStage:
         self.clients_window = clients_window
         self.totals = IngestTotals()
         self.session = session
+        #: Called with a step name and the batch id between the writes of a micro-batch
+        #: (``published_events``, ``published_late_events``, ``published_quarantine``,
+        #: ``before_commit``): tests stop the pipeline there.
+        self.step_hook: Callable[[str, int], None] | None = None
+
+    def _step(self, name: str, batch_id: int) -> None:
+        if self.step_hook is not None:
+            self.step_hook(name, batch_id)
 
     def watermark_for_next_batch(self) -> int | None:
         """The watermark (epoch ms) the next micro-batch is judged by; None before any event."""
@@ -161,6 +170,7 @@ class IngestStage:
             # a no-data micro-batch (Spark runs one after a batch to move the deduplication
             # watermark): nothing to record, and a replay has nothing to skip
             return
+        self._step("before_commit", batch_id)
         self.store.commit_ingest_batch(INGEST_QUERY, write)
         with self.totals.lock:
             self.totals.batches += 1
@@ -199,6 +209,7 @@ class IngestStage:
         on_time = parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS)
         if write.events:
             publish_batch(on_time, self.output_dir / "events", batch_id)
+            self._step("published_events", batch_id)
             self._live_views(on_time, write, max(before_ms or 0, write.max_event_time_ms or 0))
         if write.late_events:
             late = parsed.where(is_event & is_late).select(
@@ -206,6 +217,7 @@ class IngestStage:
                 watermark.alias("watermark"),
             )
             publish_batch(late, self.output_dir / "late_events", batch_id)
+            self._step("published_late_events", batch_id)
             write.late_examples = [
                 (batch_id, r["t"], r["w"], r["client_host"], r["url_path"], r["source_file"])
                 for r in late.select(
@@ -225,6 +237,7 @@ class IngestStage:
                 F.col(REASON_COLUMN).alias("reason"),
             )
             publish_batch(bad, self.output_dir / "quarantine", batch_id)
+            self._step("published_quarantine", batch_id)
             write.quarantine_examples = [
                 (batch_id, r["raw_line"], r["source_file"], r["reason"])
                 for r in bad.limit(_EXAMPLES_PER_BATCH).collect()

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructField, StructType, TimestampType
@@ -54,6 +55,7 @@ from logstream.errors import LogFormatError
 from logstream.monitoring import ProgressListener
 from logstream.parsing import CompiledFormat, events, parse, resolve_format
 from logstream.pipeline.config import PipelineConfig, interval_seconds
+from logstream.pipeline.identity import claim
 from logstream.pipeline.ingest import INGEST_QUERY, IngestStage, IngestTotals
 from logstream.pipeline.outputs import (
     ALERTS_QUERY,
@@ -67,6 +69,7 @@ from logstream.replay import open_log
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from logstream.serving import ServingStore
 from logstream.sinks import ensure_schema
+from logstream.sinks.gate import StopGate, is_stop_requested
 from logstream.sources import drop_duplicate_lines, stream_lines
 
 __all__ = ["Pipeline", "detect_file_format", "detect_stream_format"]
@@ -125,10 +128,12 @@ class Pipeline:
     on_progress: Callable[[dict[str, Any]], None] | None = None
     queries: list[StreamingQuery] = field(default_factory=list)
     stop_requested: threading.Event = field(default_factory=threading.Event)
+    gate: StopGate = field(default_factory=StopGate)
 
     def __post_init__(self) -> None:
         self.fmt = detect_stream_format(self.cfg)
         self.store = ServingStore(self.cfg.store_path)
+        self.pipeline_id = claim(self.cfg.state_dir, self.cfg.output_dir, self.store)
         self.store.set_state(
             {
                 "watermark_delay_ms": str(int(self.cfg.watermark_seconds * 1000)),
@@ -189,7 +194,7 @@ class Pipeline:
         parsed = parse(lines, self.fmt)
         writer = (
             parsed.writeStream.queryName(INGEST_QUERY)
-            .foreachBatch(self.ingest)
+            .foreachBatch(self.gate.wrap(INGEST_QUERY, self.ingest))
             .option("checkpointLocation", self._checkpoint(INGEST_QUERY))
         )
         query = self._trigger(writer).start()
@@ -257,7 +262,11 @@ class Pipeline:
         for name, (frame, sink) in self.stateful_frames().items():
             if name not in chosen:
                 continue
-            writer = frame.writeStream.queryName(name).outputMode("append").foreachBatch(sink)
+            writer = (
+                frame.writeStream.queryName(name)
+                .outputMode("append")
+                .foreachBatch(self.gate.wrap(name, sink))
+            )
             started.append(self._start(name, writer))
         return started
 
@@ -309,8 +318,11 @@ class Pipeline:
 
     def _await(self, query: StreamingQuery) -> None:
         while not self.stop_requested.is_set():
-            if query.awaitTermination(0.5):
-                break
+            try:
+                if query.awaitTermination(0.5):
+                    break
+            except StreamingQueryException:
+                break  # reported (or ignored, for a stop) by _raise_failures
         self._raise_failures()
 
     def _wait_all(self) -> None:
@@ -322,7 +334,7 @@ class Pipeline:
     def _raise_failures(self) -> None:
         for query in self.queries:
             error = query.exception()
-            if error is not None:
+            if error is not None and not is_stop_requested(error):
                 self.stop()
                 raise error
 
@@ -330,20 +342,26 @@ class Pipeline:
         """Ask :meth:`run` to return (safe from a signal handler)."""
         self.stop_requested.set()
 
-    def stop(self, grace_s: float = 15.0) -> None:
+    def stop(self, grace_s: float | None = None) -> None:
         """Stop every query between micro-batches, then flush the progress rows.
 
-        Each query gets up to ``grace_s`` seconds to finish the micro-batch it is running;
-        one still running then is interrupted (its batch is rolled back and replayed on
-        restart, which the checkpoint and the ledger make safe).
+        The stop is atomic per micro-batch (:mod:`logstream.sinks.gate`): the gate is closed
+        first, so a micro-batch that starts from now on writes nothing (a restart replays
+        it); the micro-batches being delivered finish, outputs and store commit alike; then
+        the queries are stopped. Afterwards every output and the store hold the same
+        micro-batches.
+
+        Parameters
+        ----------
+        grace_s : float, optional
+            Seconds to wait for the running micro-batches; None (the default) waits as long
+            as they take. A micro-batch still running after a finite grace is interrupted
+            and replayed on restart (the checkpoint and the ledger make that safe), but its
+            outputs and the store may then disagree until the restart.
         """
         self.stop_requested.set()
-        deadline = time.monotonic() + grace_s
+        self.gate.close(grace_s)
         for query in self.queries:
-            while query.isActive and query.status.get("isTriggerActive"):
-                if time.monotonic() > deadline:
-                    break
-                query.awaitTermination(0.1)
             if query.isActive:
                 query.stop()
         # Spark's listener bus is asynchronous: let each query's last progress reach the
