@@ -9,12 +9,15 @@ Exception tree::
     LogstreamError
     ├── ConfigError        a bad option or setting value
     ├── InputPathError     an input path that does not exist or holds no files
-    └── LogFormatError     a log format that cannot be compiled or detected
+    │   └── CorruptInputError  a corrupt or truncated input file, with --strict
+    ├── LogFormatError     a log format that cannot be compiled or detected
+    └── StopRequested      a micro-batch started after its pipeline began to stop
+                           (logstream.sinks.gate; never reaches a user)
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "InputPathError", "LogFormatError", "LogstreamError"]
+__all__ = ["ConfigError", "CorruptInputError", "InputPathError", "LogFormatError", "LogstreamError"]
 
 
 class LogstreamError(Exception):
@@ -31,6 +34,12 @@ class ConfigError(LogstreamError):
 
 class InputPathError(LogstreamError):
     """Raised when an input path, directory or glob matches no readable file."""
+
+
+class CorruptInputError(InputPathError):
+    """Raised with ``--strict`` when an input file cannot be read to its end (a truncated or
+    corrupt ``.gz``). Without ``--strict`` the file is quarantined as ``corrupt_file`` and
+    its readable part counts."""
 
 
 class LogFormatError(LogstreamError):

@@ -76,6 +76,7 @@ QUARANTINE_SCHEMA = StructType(
         StructField("raw_line", StringType(), True),
         StructField("source_file", StringType(), True),
         StructField("reason", StringType(), False),
+        StructField("detail", StringType(), True),
     ]
 )
 
@@ -88,4 +89,6 @@ QUARANTINE_REASONS: dict[str, str] = {
     "bad_status": "the status is not a number from 100 to 599",
     "bad_bytes": "the size field is neither '-' nor a non-negative whole number",
     "missing_host": "the client host field is empty",
+    "corrupt_file": "the file could not be read to its end (a truncated or corrupt .gz); its "
+    "readable lines count, the row names the file and the error in detail",
 }

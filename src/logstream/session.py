@@ -28,9 +28,11 @@ from logstream.config import SparkSettings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ROCKSDB_PROVIDER", "get_spark", "session_conf"]
+__all__ = ["ROCKSDB_PROVIDER", "SPARK_LOG_LEVEL", "get_spark", "session_conf"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: Spark's log level: errors only (logstream prints its own progress and summaries).
+SPARK_LOG_LEVEL = "ERROR"
 
 
 def session_conf(settings: SparkSettings) -> dict[str, str]:
@@ -60,6 +62,9 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.adaptive.enabled": "true",
+        # a truncated .gz keeps the lines read before the error instead of failing the job;
+        # logstream finds such files itself and quarantines them (logstream.sources.integrity)
+        "spark.sql.files.ignoreCorruptFiles": "true",
         # Local Spark on a laptop: keep the driver from reserving most of the memory for itself.
         "spark.driver.memory": "2g",
     }
@@ -98,6 +103,6 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         # with its packages, not whatever `python3` is first on PATH
         os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     return spark

@@ -156,9 +156,9 @@ def test_drop_duplicates_counts_each_distinct_line_once_as_the_stream_does(
     assert twins == 10
     out = tmp_path / "r.json"
     assert main(["batch", str(nasa_day), "--drop-duplicates", "--json", str(out)]) == 0
-    assert "Duplicate lines dropped" in capsys.readouterr().out
+    assert "on: 10 identical lines dropped" in capsys.readouterr().out
     g = json.loads(out.read_text())["general"]
-    # 35,262: what logstream run reports for the same day (tests/pipeline/test_parity.py)
+    # 35,262: what logstream run --dedup reports for the same day
     assert g["duplicates_dropped"] == twins
     assert g["total_requests"] == g["valid_requests"] == len(set(lines)) == 35262
     # the repeated lines are whole requests: the bandwidth drops by theirs

@@ -117,8 +117,10 @@ def session_stats_per_window(sessions: DataFrame, window_duration: str = "1 hour
 
 
 def duration_quantiles(sketch: str) -> list[Column]:
-    """``median_duration_s`` and ``p95_duration_s`` read from a KLL sketch column."""
+    """``median_duration_s`` and ``p95_duration_s`` read from a KLL sketch column (null for
+    an empty sketch, which Spark's quantile function rejects)."""
+    filled = F.kll_sketch_get_n_bigint(sketch) > 0
     return [
-        F.kll_sketch_get_quantile_bigint(sketch, F.lit(0.5)).alias("median_duration_s"),
-        F.kll_sketch_get_quantile_bigint(sketch, F.lit(0.95)).alias("p95_duration_s"),
+        F.when(filled, F.kll_sketch_get_quantile_bigint(sketch, F.lit(q))).alias(name)
+        for q, name in ((0.5, "median_duration_s"), (0.95, "p95_duration_s"))
     ]

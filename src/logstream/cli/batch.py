@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated
 
@@ -48,6 +49,14 @@ def batch(
             "the report says how many were dropped. Default: every line counts.",
         ),
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Stop with an error on a corrupt or truncated input file. Default: quarantine "
+            "it as corrupt_file and count its readable lines.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")] = False,
     master: MasterOption = None,
 ) -> None:
@@ -63,10 +72,12 @@ def batch(
     from logstream.sources import (
         drop_duplicate_lines,
         expand_inputs,
+        input_files,
         line_key,
         read_lines,
         sample_lines,
     )
+    from logstream.sources.integrity import check_files, raise_if_corrupt
 
     validate_time_zone(time_zone)
     inputs = expand_inputs(paths)
@@ -75,6 +86,12 @@ def batch(
             raise ConfigError(
                 f"cannot write {str(out)!r}: directory {str(out.parent)!r} does not exist"
             )
+    files = input_files(inputs)
+    if strict:  # before the JVM starts: a corrupt file is an error
+        raise_if_corrupt(check_files(files))
+    # otherwise the compressed inputs are read to their end while Spark starts and works
+    checking = ThreadPoolExecutor(max_workers=1)
+    corrupt = checking.submit(check_files, files)
     spark = get_spark(SparkSettings.build(master=master))
     lines = read_lines(spark, inputs)
     fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
@@ -93,7 +110,9 @@ def batch(
         inputs=[str(p) for p in paths],
         quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
         duplicates_dropped=dropped,
+        corrupt_files=corrupt.result() if not strict else {},
     )
+    checking.shutdown()
     if not quiet:
         render_terminal(report)
     if json_path:

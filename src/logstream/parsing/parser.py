@@ -151,8 +151,12 @@ def quarantine(parsed: DataFrame) -> DataFrame:
     Returns
     -------
     DataFrame
-        :data:`~logstream.schema.QUARANTINE_SCHEMA`: ``raw_line``, ``source_file``, ``reason``.
+        :data:`~logstream.schema.QUARANTINE_SCHEMA`: ``raw_line``, ``source_file``, ``reason``,
+        ``detail`` (null for a line; the error for a ``corrupt_file`` row).
     """
     return parsed.where(F.col(REASON_COLUMN).isNotNull()).select(
-        "raw_line", "source_file", F.col(REASON_COLUMN).alias("reason")
+        "raw_line",
+        "source_file",
+        F.col(REASON_COLUMN).alias("reason"),
+        F.lit(None).cast("string").alias("detail"),
     )

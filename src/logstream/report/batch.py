@@ -19,6 +19,8 @@ from pyspark.sql import functions as F
 
 from logstream import analytics
 from logstream.parsing import REASON_COLUMN, events, quarantine
+from logstream.schema import QUARANTINE_SCHEMA
+from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
 __all__ = ["QUARANTINE_EXAMPLES", "REPORT_KEYS", "build_report", "iso_instant"]
 
@@ -60,6 +62,7 @@ def build_report(
     inputs: list[str] | None = None,
     quarantine_path: str | None = None,
     duplicates_dropped: int | None = None,
+    corrupt_files: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Compute the batch report from parsed lines.
 
@@ -82,6 +85,12 @@ def build_report(
         Lines removed before parsing as copies of another line
         (:func:`logstream.sources.drop_duplicate_lines`), echoed in ``general``; ``None``
         when every line was kept.
+    corrupt_files : dict of str to str, optional
+        Input files that could not be read to their end, with the error
+        (:func:`logstream.sources.integrity.check_files`); their readable lines are in
+        ``parsed``. Reported in ``general.corrupt_files`` (a count) and
+        ``quarantine.corrupt_files``, and written to ``quarantine_path`` with reason
+        ``corrupt_file``.
 
     Returns
     -------
@@ -89,7 +98,8 @@ def build_report(
         Keys :data:`REPORT_KEYS`. ``general`` holds ``total_requests``, ``valid_requests``,
         ``failed_requests``, ``unique_visitors``, ``unique_urls``, ``unique_not_found``,
         ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event`` (ISO 8601), plus the
-        echoed settings and ``duplicates_dropped``; ``status_codes`` maps a status (as text)
+        echoed settings, ``duplicates_dropped`` and ``corrupt_files``; ``status_codes`` maps a
+        status (as text)
         to requests;
         ``status_classes`` maps ``"2xx"`` to requests; the ``top_*`` and ``hourly`` entries are
         lists of row dictionaries; ``sessions`` summarises visitor sessions (30-minute gap,
@@ -106,7 +116,9 @@ def build_report(
         raise ValueError(f"top must be at least 1, got {top}")
     parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        report = _build(parsed, top, time_zone, log_format, inputs or [], quarantine_path)
+        report = _build(
+            parsed, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
+        )
     finally:
         parsed.unpersist()
     report["general"]["duplicates_dropped"] = duplicates_dropped
@@ -120,9 +132,20 @@ def _build(
     log_format: str,
     inputs: list[str],
     quarantine_path: str | None,
+    corrupt_files: dict[str, str],
 ) -> dict[str, Any]:
     ev = events(parsed)
     bad = quarantine(parsed)
+    if corrupt_files:
+        bad = bad.unionByName(
+            parsed.sparkSession.createDataFrame(
+                [
+                    (None, spark_file_uri(f), CORRUPT_FILE_REASON, e)
+                    for f, e in sorted(corrupt_files.items())
+                ],
+                QUARANTINE_SCHEMA,
+            )
+        )
 
     reasons = {
         r["reason"]: r["lines"]
@@ -157,6 +180,7 @@ def _build(
         "time_zone": time_zone,
         "log_format": log_format,
         "inputs": inputs,
+        "corrupt_files": len(corrupt_files),
     }
 
     status_codes = {str(r["status"]): r["requests"] for r in _rows(analytics.status_counts(ev))}
@@ -210,7 +234,7 @@ def _build(
         else round(visits["pages_per_session"], 3),
     }
 
-    examples = _rows(bad.limit(QUARANTINE_EXAMPLES)) if failed else []
+    examples = _rows(quarantine(parsed).limit(QUARANTINE_EXAMPLES)) if failed else []
     if quarantine_path:
         bad.write.mode("overwrite").json(quarantine_path)
 
@@ -228,6 +252,10 @@ def _build(
             "failed_lines": failed,
             "reasons": reasons,
             "examples": examples,
+            "corrupt_files": [
+                {"source_file": spark_file_uri(f), "error": e}
+                for f, e in sorted(corrupt_files.items())
+            ],
             "path": quarantine_path,
         },
     }

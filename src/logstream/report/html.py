@@ -11,6 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from logstream.report.terminal import dedup_label
 from logstream.units import human_bytes
 
 __all__ = ["render_html"]
@@ -51,11 +52,8 @@ def render_html(report: dict[str, Any]) -> str:
         ("Total requests", f"{g['total_requests']:,}"),
         ("Valid requests", f"{g['valid_requests']:,}"),
         ("Failed requests", f"{g['failed_requests']:,}"),
-        *(
-            [("Duplicate lines dropped", f"{g['duplicates_dropped']:,}")]
-            if g.get("duplicates_dropped") is not None
-            else []
-        ),
+        ("Deduplication", dedup_label(g.get("duplicates_dropped"))),
+        *([("Corrupt files", f"{g['corrupt_files']:,}")] if g.get("corrupt_files") else []),
         ("Unique visitors", f"{g['unique_visitors']:,}"),
         ("Unique URLs", f"{g['unique_urls']:,}"),
         ("Unique 404 URLs", f"{g['unique_not_found']:,}"),
@@ -132,5 +130,11 @@ def render_html(report: dict[str, Any]) -> str:
 {_table(report["top_not_found"], [("url_path", "URL"), ("requests", "requests")])}
 <h2>Quarantined lines</h2>
 {_table(reasons, [("reason", "reason"), ("lines", "lines")]) if reasons else "<p>None.</p>"}
+{
+        "<h2>Corrupt files (their readable lines count)</h2>"
+        + _table(q["corrupt_files"], [("source_file", "file"), ("error", "error")])
+        if q.get("corrupt_files")
+        else ""
+    }
 </body></html>
 """

@@ -32,6 +32,13 @@ def _table(title: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]
     return table
 
 
+def dedup_label(duplicates_dropped: int | None) -> str:
+    """How the report speaks of deduplication: off, or the identical lines it dropped."""
+    if duplicates_dropped is None:
+        return "off (every line counts)"
+    return f"on: {duplicates_dropped:,} identical lines dropped"
+
+
 def render_terminal(report: dict[str, Any], console: Console | None = None) -> None:
     """Print ``report`` (from :func:`~logstream.report.batch.build_report`) as tables."""
     console = console or Console()
@@ -43,9 +50,10 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
         ("Total requests", f"{g['total_requests']:,}"),
         ("Valid requests", f"{g['valid_requests']:,}"),
         ("Failed requests (quarantined)", f"{g['failed_requests']:,}"),
+        ("Deduplication", dedup_label(g.get("duplicates_dropped"))),
         *(
-            [("Duplicate lines dropped", f"{g['duplicates_dropped']:,}")]
-            if g.get("duplicates_dropped") is not None
+            [("Corrupt files (quarantined)", f"{g['corrupt_files']:,}")]
+            if g.get("corrupt_files")
             else []
         ),
         ("Unique visitors (hosts per day)", f"{g['unique_visitors']:,}"),
@@ -119,5 +127,13 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
         console.print(
             _table("Quarantined lines", [("reason", "reason"), ("lines", "lines")], reasons)
         )
-        if q.get("path"):
-            console.print(f"Quarantined lines written to [bold]{q['path']}[/bold]")
+    if q.get("corrupt_files"):
+        console.print(
+            _table(
+                "Corrupt files (their readable lines count)",
+                [("source_file", "file"), ("error", "error")],
+                q["corrupt_files"],
+            )
+        )
+    if q.get("path") and (q["failed_lines"] or q.get("corrupt_files")):
+        console.print(f"Quarantine written to [bold]{q['path']}[/bold]")

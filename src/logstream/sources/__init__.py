@@ -6,7 +6,7 @@ from logstream.sources.dedup import (
     dropped_in_running_batch,
     line_key,
 )
-from logstream.sources.files import expand_inputs, read_lines, sample_lines
+from logstream.sources.files import expand_inputs, input_files, read_lines, sample_lines
 from logstream.sources.stream import KAFKA_PACKAGE, kafka_available, stream_lines
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "drop_duplicate_lines",
     "dropped_in_running_batch",
     "expand_inputs",
+    "input_files",
     "kafka_available",
     "line_key",
     "read_lines",

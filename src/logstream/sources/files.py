@@ -23,7 +23,7 @@ from logstream.errors import InputPathError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["expand_inputs", "read_lines", "sample_lines"]
+__all__ = ["expand_inputs", "input_files", "read_lines", "sample_lines"]
 
 _GLOB_CHARS = set("*?[{")
 
@@ -88,6 +88,34 @@ def expand_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
             )
         checked.append(str(p.absolute()))
     return checked
+
+
+def _hidden(name: str) -> bool:
+    # Spark's file index skips names starting with "." or "_" (hidden and metadata files)
+    return name.startswith((".", "_"))
+
+
+def input_files(checked: Sequence[str]) -> list[str]:
+    """The local files Spark reads for the output of :func:`expand_inputs` (remote URIs are
+    left out): a file itself, a directory's visible files recursively, a glob's matches."""
+    files: list[str] = []
+    for path in checked:
+        if _is_remote(path):
+            continue
+        if _GLOB_CHARS & set(path):
+            matches = [Path(p) for p in sorted(glob.glob(path, recursive=True))]
+        else:
+            matches = [Path(path)]
+        for match in matches:
+            if match.is_dir():
+                files.extend(
+                    str(f)
+                    for f in sorted(match.rglob("*"))
+                    if f.is_file() and not any(_hidden(part) for part in f.relative_to(match).parts)
+                )
+            elif match.is_file():
+                files.append(str(match))
+    return files
 
 
 def read_lines(spark: SparkSession, paths: Sequence[str | os.PathLike[str]]) -> DataFrame:
