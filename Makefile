@@ -1,7 +1,8 @@
 # logstream — the two commands of the README:
 #   make run    set up everything, then the main job: the real NASA day replayed live through
 #               the streaming pipeline onto the dashboard (http://127.0.0.1:8050); Ctrl-C
-#               stops it, DURATION=90s stops it after that long
+#               stops it, DURATION=90s stops it after that long; RUN_ARGS="..." adds
+#               options of 'logstream run' (e.g. RUN_ARGS="--port 8060")
 #   make test   set up everything, then run the test suite
 # Set-up is idempotent: a virtual environment in .venv, Java 17 via apt-get when missing.
 
@@ -26,7 +27,7 @@ setup: $(STAMP)
 	@scripts/ensure-java.sh
 
 run: setup
-	$(VENV)/bin/logstream run $(if $(DURATION),--duration $(DURATION))
+	$(VENV)/bin/logstream run $(if $(DURATION),--duration $(DURATION)) $(RUN_ARGS)
 
 report: setup
 	mkdir -p $(OUT)

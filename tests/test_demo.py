@@ -20,6 +20,14 @@ from logstream.report import build_report
 from logstream.sources import read_lines
 from tests.conftest import free_port
 
+REPO = Path(__file__).resolve().parents[1]
+#: Marks of a stack trace in a process's output: Java's and Python's.
+STACK_TRACE_MARKS = ("Exception in thread", "Traceback", "\tat ")
+
+
+def stack_trace_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if any(m in line for m in STACK_TRACE_MARKS)]
+
 
 def ingest_batches(db: Path) -> int:
     try:
@@ -76,6 +84,7 @@ def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, log[-3000:]
     assert "received SIGINT" in log and "done:" in log
+    assert stack_trace_lines(log) == [], log[-3000:]
     assert "real logs (data-dir): NASA_access_log_Jul95_day09.log.gz" in log
     assert page is not None and page[0] == 200 and "logstream" in page[1].lower()
     # no stray process of the group is left: the driver's JVM follows Python within seconds
@@ -114,7 +123,7 @@ def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
     )
 
     # final windows in Parquet equal the same windows computed in batch from the events
-    windows = spark.read.parquet(str(out / "stream" / "traffic_per_minute"))
+    windows = spark.read.parquet(str(out / "stream" / "traffic_per_minute")).drop("batch_id")
     batch = analytics.traffic_per_window(events, "1 minute").select(*windows.columns)
     joined = windows.join(batch, "window_start", "left_anti")
     assert joined.count() == 0
@@ -125,3 +134,29 @@ def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
         == 0
     )
     assert events.agg(F.min("event_time")).first()[0].isoformat() == "1995-07-09T04:00:00"
+
+
+def test_make_run_with_a_duration_ends_cleanly(nasa_day, tmp_path):
+    """``make run DURATION=…`` (the README's main job) stops by itself with the summary line,
+    exit status 0 and no Java or Python stack trace (issue 12)."""
+    out = tmp_path / "demo"
+    env = {
+        **os.environ,
+        "LOGSTREAM_SPARK_UI": "false",
+        "LOGSTREAM_DATA_DIR": str(nasa_day.parent),
+        "LOGSTREAM_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    args = f"--demo-out {out} --port {free_port()} --speedup 1000"
+    done = subprocess.run(
+        ["make", "-s", "run", "DURATION=50s", f"RUN_ARGS={args}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+    assert "done:" in log and "--duration 50s reached" in log, log[-3000:]
+    assert stack_trace_lines(log) == [], log[-3000:]
+    assert ingest_batches(out / "logstream.db") >= 1

@@ -186,7 +186,8 @@ def run_demo(
     )
 
     def watch() -> None:
-        stop_event.wait(settings.duration_s)
+        if not stop_event.wait(settings.duration_s) and settings.duration_s is not None:
+            console.print(f"--duration {settings.duration_s:g}s reached: stopping the queries")
         pipeline.request_stop()
 
     replay_thread.start()

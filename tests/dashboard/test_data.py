@@ -62,7 +62,8 @@ def test_a_file_that_is_not_a_store_is_reported_not_raised(tmp_path):
 
 def test_only_quarantined_lines_so_far(tmp_path):
     store = new_store(tmp_path / "s.db")
-    commit(store, 0, quarantined=4, quarantine_examples=[(0, "junk", "f.log", "format_mismatch")])
+    junk = (0, "junk", "f.log", "format_mismatch", None)
+    commit(store, 0, quarantined=4, quarantine_examples=[junk])
     snap = read_snapshot(tmp_path / "s.db")
     assert snap.state == "ok" and "quarantined" in snap.message
     assert snap.counters["quarantined"] == 4 and snap.quarantine_examples[0]["raw_line"] == "junk"
@@ -87,6 +88,7 @@ def test_traffic_totals_and_per_minute_points(tmp_path):
         "events": sum(range(1, 61)) + 6,
         "late_events": 0,
         "quarantined": 0,
+        "corrupt_files": 0,
         "duplicates": 0,
     }
 

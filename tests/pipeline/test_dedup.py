@@ -81,7 +81,13 @@ def test_the_removed_copies_are_counted(runs, nasa_day):
     lines = nasa_lines(nasa_day)[:12000]
     twins = len(lines) - len(set(lines))  # lines the server wrote twice also count once
     assert twins == 2
-    assert once == {"events": 11998, "late_events": 0, "quarantined": 0, "duplicates": twins}
+    assert once == {
+        "events": 11998,
+        "late_events": 0,
+        "quarantined": 0,
+        "corrupt_files": 0,
+        "duplicates": twins,
+    }
     # two chunks of 3,000 lines sent twice
     assert twice == {**once, "duplicates": twins + 6000}
     assert runs[1].totals.events == 11998

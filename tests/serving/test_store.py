@@ -34,7 +34,7 @@ def batch(batch_id: int, requests: int = 3) -> IngestBatchWrite:
         visitors=[("1995-07-09T04:00:00Z", "1995-07-09T04:01:00Z", 2, b"sketch")],
         clients=[("1995-07-09T04:00:00Z", "1995-07-09T04:05:00Z", "h", requests, 7 * requests)],
         late_examples=[(batch_id, "t", "w", "h", "/x", "f")],
-        quarantine_examples=[(batch_id, "garbage", "f", "format_mismatch")],
+        quarantine_examples=[(batch_id, "garbage", "f", "format_mismatch", None)],
     )
 
 
@@ -45,9 +45,16 @@ def test_a_replayed_batch_changes_nothing(tmp_path):
     before = store.query("SELECT * FROM traffic_per_minute"), store.counters()
     assert store.commit_ingest_batch("ingest", batch(1, requests=5)) is False
     assert (store.query("SELECT * FROM traffic_per_minute"), store.counters()) == before
-    assert before[0][0]["requests"] == 8 and before[0][0]["bytes"] == 80
-    assert before[1] == {"events": 8, "late_events": 2, "quarantined": 4, "duplicates": 0}
-    assert store.query("SELECT requests FROM trending_pages")[0]["requests"] == 8
+    # a batch carries the merged value of each window it changed: the newer one wins
+    assert before[0][0]["requests"] == 5 and before[0][0]["bytes"] == 50
+    assert before[1] == {
+        "events": 8,
+        "late_events": 2,
+        "quarantined": 4,
+        "corrupt_files": 0,
+        "duplicates": 0,
+    }
+    assert store.query("SELECT requests FROM trending_pages")[0]["requests"] == 5
     assert store.max_event_time_ms() == 1000
     assert store.is_committed("ingest", 1) and not store.is_committed("ingest", 2)
 
@@ -74,19 +81,25 @@ def test_examples_keep_only_the_latest(tmp_path):
 def test_read_only_store_refuses_writes_and_missing_files(tmp_path):
     ServingStore(tmp_path / "s.db")
     ro = ServingStore(tmp_path / "s.db", read_only=True)
-    assert ro.counters() == {"events": 0, "late_events": 0, "quarantined": 0, "duplicates": 0}
+    assert ro.counters() == {
+        "events": 0,
+        "late_events": 0,
+        "quarantined": 0,
+        "corrupt_files": 0,
+        "duplicates": 0,
+    }
     with pytest.raises(sqlite3.OperationalError):
         ro.commit_ingest_batch("ingest", batch(0))
     with pytest.raises(sqlite3.OperationalError):
         ServingStore(tmp_path / "missing.db", read_only=True).counters()
 
 
-def test_client_counts_add_up_per_window_and_are_pruned_with_trending_windows(tmp_path):
+def test_client_counts_are_set_per_window_and_pruned_with_trending_windows(tmp_path):
     store = ServingStore(tmp_path / "s.db")
     store.commit_ingest_batch("ingest", batch(0))
     store.commit_ingest_batch("ingest", batch(1, requests=5))
     assert store.query("SELECT client_host, requests, bytes FROM top_clients") == [
-        {"client_host": "h", "requests": 8, "bytes": 56}
+        {"client_host": "h", "requests": 5, "bytes": 35}
     ]
     late = batch(2)
     late.clients = []
@@ -95,14 +108,14 @@ def test_client_counts_add_up_per_window_and_are_pruned_with_trending_windows(tm
     assert store.query("SELECT * FROM top_clients") == []
 
 
-def test_duplicates_are_committed_with_their_ingest_batch_and_never_from_progress(tmp_path):
+def test_duplicates_are_counted_once_per_micro_batch(tmp_path):
     store = ServingStore(tmp_path / "s.db")
-    assert store.commit_ingest_batch("ingest", IngestBatchWrite(batch_id=0, duplicates=4))
-    # a micro-batch of nothing but copies still counts
-    assert store.commit_ingest_batch("ingest", IngestBatchWrite(batch_id=1, duplicates=3))
-    # replayed after a crash: the ledger already has it
-    assert not store.commit_ingest_batch("ingest", IngestBatchWrite(batch_id=1, duplicates=3))
-    # the progress rows are shown, not counted (one may be lost in a crash)
+    store.record_duplicates(0, 4)
+    store.record_duplicates(1, 3)
+    # micro-batch 1 replayed after a crash reports its count again: kept once
+    store.record_duplicates(1, 3)
+    assert store.counters()["duplicates"] == 7
+    # the progress rows are shown, not counted
     store.record_progress([{"query": "ingest", "batch_id": 2, "duplicates_dropped": 9}])
     assert store.counters()["duplicates"] == 7
 

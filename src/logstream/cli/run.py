@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import tomllib
@@ -67,19 +68,28 @@ def load_config_file(path: Path, ctx: typer.Context) -> dict[str, Any]:
 
 def _progress_printer(ref: list[Any]) -> Any:
     def show(row: dict[str, Any]) -> None:
-        if not ref or (not row.get("num_input_rows") and row["query"] != "ingest"):
+        if not ref or not row.get("num_input_rows"):
             return
         totals = ref[0].totals
+        state_rows = row.get("state_rows") or 0  # the deduplication operator's (Spark)
+        ingest = getattr(ref[0], "ingest", None)
+        if ingest is not None:  # open panes, sessions and series of the analytics snapshot
+            state_rows += ingest.state.last_rows or 0
         watermark = row.get("watermark")
-        if row["query"] == "ingest" and totals.watermark_ms is not None:
-            # the ingest query is stateless for Spark: show logstream's own watermark
-            watermark = datetime.fromtimestamp(totals.watermark_ms / 1000, UTC).isoformat()
+        if row["query"] == "ingest":
+            # logstream's own event-time watermark (Spark's, with deduplication on, is the
+            # arrival-time watermark of that operator)
+            watermark = (
+                None
+                if totals.watermark_ms is None
+                else datetime.fromtimestamp(totals.watermark_ms / 1000, UTC).isoformat()
+            )
         _console.print(
             f"[bold]{row['query']}[/bold] batch {row['batch_id']}: "
             f"{row['num_input_rows']:,} rows, in {row.get('input_rows_per_s') or 0:,.0f}/s, "
             f"processed {row.get('processed_rows_per_s') or 0:,.0f}/s, "
             f"{row['batch_duration_ms']:,} ms; watermark {watermark or '-'}; "
-            f"state rows {row.get('state_rows') or 0:,}; events {totals.events:,}, "
+            f"state rows {state_rows:,}; events {totals.events:,}, "
             f"late {totals.late_events:,}, quarantined {totals.quarantined:,}"
             + (f"; {dups:,} duplicates dropped" if (dups := row.get("duplicates_dropped")) else "")
         )
@@ -189,6 +199,14 @@ def run(
             "every line counts, as in 'logstream batch' and GoAccess.",
         ),
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Fail on a corrupt or truncated input file. Default: quarantine it as "
+            "corrupt_file and count its readable lines.",
+        ),
+    ] = False,
     dedup_window: Annotated[
         str,
         typer.Option(
@@ -231,9 +249,9 @@ def run(
         str,
         typer.Option(
             "--queries",
-            help="The queries over the on-time events to run: 'all', 'none' or a "
-            "comma-separated list of traffic_per_minute, trending_pages, unique_visitors, "
-            "sessions, top_clients, alerts (the ingest query and the live views always run).",
+            help="The analytics outputs to compute: 'all', 'none' or a comma-separated list of "
+            "traffic_per_minute, trending_pages, unique_visitors, sessions, top_clients, "
+            "alerts (events, late events and quarantine are always written).",
         ),
     ] = "all",
     dashboard: Annotated[
@@ -279,6 +297,7 @@ def run(
     from pyspark.sql import SparkSession
 
     from logstream.pipeline import Pipeline, PipelineConfig, interval_seconds
+    from logstream.pipeline.ingest import FAULT_ENV, fault_hook
     from logstream.session import get_spark
 
     values = dict(locals())
@@ -320,6 +339,7 @@ def run(
             max_files_per_trigger=v["max_files_per_trigger"],
             sink=v["sink"],
             dedup=v["dedup"],
+            strict=v["strict"],
             dedup_window=v["dedup_window"],
             session_gap=v["session_gap"],
             session_stats_window=v["session_stats_window"],
@@ -367,6 +387,8 @@ def run(
             assert cfg is not None
             pipeline = Pipeline(spark, cfg, on_progress=printer)
             ref.append(pipeline)
+            if fault := os.environ.get(FAULT_ENV):  # the crash drills
+                pipeline.ingest.step_hook = fault_hook(fault)
             server = None
             if with_dashboard:
                 from logstream.dashboard.app import start_dashboard_thread
@@ -380,7 +402,12 @@ def run(
                 )
                 _console.print(f"dashboard: {server.url}")
             if duration_s is not None:
-                timer = threading.Timer(duration_s, pipeline.request_stop)
+
+                def duration_reached() -> None:
+                    _console.print(f"--duration {v['duration']} reached: stopping the queries")
+                    pipeline.request_stop()
+
+                timer = threading.Timer(duration_s, duration_reached)
                 timer.daemon = True
                 timer.start()
             try:

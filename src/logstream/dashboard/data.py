@@ -420,9 +420,10 @@ class Health:
     processed_rows_per_s: float | None = None  #: latest ingest batch, events/s
     batch_duration_ms: int | None = None  #: latest ingest batch
     num_input_rows: int | None = None
-    state_rows: int | None = None  #: state rows of every query's latest batch, summed
+    #: rows of state: the analytics snapshot's (open panes, sessions, detector series) plus
+    #: Spark's state store's (deduplication), latest batch
+    state_rows: int | None = None
     state_memory_bytes: int | None = None
-    spark_watermark: str | None = None  #: newest watermark Spark reports (window queries)
     times: list[str] = field(default_factory=list)  #: ingest batches (wall clock), oldest first
     input_rate: list[float | None] = field(default_factory=list)
     processing_rate: list[float | None] = field(default_factory=list)
@@ -558,8 +559,20 @@ def _read(
     if top is None:
         stored = state.get("top") or ""
         top = int(stored) if stored.isdigit() and int(stored) > 0 else DEFAULT_TOP
-    counters = {"events": 0, "late_events": 0, "quarantined": 0, "duplicates": 0}
+    counters = {
+        "events": 0,
+        "late_events": 0,
+        "quarantined": 0,
+        "corrupt_files": 0,
+        "duplicates": 0,
+    }
     counters.update({r[0]: int(r[1]) for r in conn.execute("SELECT name, value FROM counters")})
+    counters["duplicates"] = _section(
+        notes,
+        "duplicates",
+        lambda: int(conn.execute("SELECT SUM(dropped) FROM dedup_batches").fetchone()[0] or 0),
+        0,
+    )
     last = _section(
         notes,
         "ledger",
@@ -628,7 +641,7 @@ def _read(
     if newest_ms is None:  # only quarantined lines so far
         snap.message = "No event parsed yet: every line read so far is quarantined."
         snap.late_examples, snap.quarantine_examples = _examples(conn, notes)
-        snap.health = _section(notes, "progress", lambda: _health(conn, last), None)
+        snap.health = _section(notes, "progress", lambda: _health(conn, last, state), None)
         return snap
 
     newest_s = newest_ms / 1000
@@ -651,7 +664,7 @@ def _read(
     snap.trending = _section(
         notes, "trending_pages", lambda: _trending(conn, state, filters, watermark_s, top), None
     )
-    snap.health = _section(notes, "progress", lambda: _health(conn, last), None)
+    snap.health = _section(notes, "progress", lambda: _health(conn, last, state), None)
     snap.late_examples, snap.quarantine_examples = _examples(conn, notes)
     snap.alerts = _section(notes, "alerts", lambda: _alerts(conn, snap.range_start), None)
     snap.top_clients = _section(
@@ -850,8 +863,9 @@ def _trending(
     )
 
 
-def _health(conn: sqlite3.Connection, last: sqlite3.Row | None) -> Health:
+def _health(conn: sqlite3.Connection, last: sqlite3.Row | None, state: dict[str, str]) -> Health:
     health = Health()
+    analytics_rows = state.get("analytics_state_rows")
     if last is not None:
         health.last_batch_at = last[3]
         health.last_batch_id = last[2]
@@ -875,10 +889,10 @@ def _health(conn: sqlite3.Connection, last: sqlite3.Row | None) -> Health:
         for r in latest.values()
         if r.get("state_memory_bytes") is not None
     ]
+    if analytics_rows is not None:  # open panes, sessions and series of the last snapshot
+        states.append(int(analytics_rows))
     health.state_rows = sum(states) if states else None
     health.state_memory_bytes = sum(memory) if memory else None
-    marks = [r["watermark"] for r in latest.values() if r.get("watermark")]
-    health.spark_watermark = max(marks) if marks else None
     health.times = [str(r.get("timestamp") or "") for r in series]
     health.input_rate = [r.get("input_rows_per_s") for r in series]
     health.processing_rate = [r.get("processed_rows_per_s") for r in series]

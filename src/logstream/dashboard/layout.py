@@ -32,7 +32,6 @@ from logstream.dashboard.data import (
     TopClient,
     TopClients,
     Trending,
-    epoch_s,
 )
 from logstream.dashboard.figures import QUERY_OFF, plot_time, sparkline_uri
 from logstream.units import human_bytes
@@ -387,16 +386,6 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
         )
     )
     if h is not None:
-        if h.spark_watermark and snap.newest_event:
-            behind = epoch_s(snap.newest_event) - epoch_s(h.spark_watermark)
-            cards.append(
-                _kpi(
-                    "spark-watermark",
-                    "Window queries' watermark",
-                    _short_time(h.spark_watermark),
-                    f"{_duration(max(behind, 0))} behind the newest event",
-                )
-            )
         cards += [
             _kpi("input-rate", "Input rate", _num(h.input_rows_per_s), "events/s, last batch"),
             _kpi(
@@ -415,9 +404,12 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
                 "state-rows",
                 "State rows",
                 _num(h.state_rows),
-                human_bytes(h.state_memory_bytes) + " of state memory"
-                if h.state_memory_bytes is not None
-                else "window queries",
+                "open panes, sessions and detector series"
+                + (
+                    f"; {human_bytes(h.state_memory_bytes)} in Spark's state store"
+                    if h.state_memory_bytes
+                    else ""
+                ),
             ),
             _kpi(
                 "last-batch",

@@ -139,6 +139,8 @@ class ProgressListener(StreamingQueryListener):
             with contextlib.suppress(Exception):
                 if self.store is not None:
                     self.store.record_progress([row])
+                    if row.get("duplicates_dropped") is not None:
+                        self.store.record_duplicates(row["batch_id"], row["duplicates_dropped"])
             with contextlib.suppress(Exception):
                 if self.on_row is not None:
                     self.on_row(row)

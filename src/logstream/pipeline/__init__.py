@@ -1,5 +1,5 @@
-"""The streaming pipeline: ingest (parse, late-data channel, quarantine, live views) and the
-event-time window queries."""
+"""The streaming pipeline: one query whose micro-batch step parses, decides lateness,
+aggregates every view once and delivers outputs, store and state exactly once."""
 
 from logstream.pipeline.config import EVENT_QUERIES, PipelineConfig, interval_seconds
 from logstream.pipeline.ingest import INGEST_QUERY, IngestStage

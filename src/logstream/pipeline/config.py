@@ -15,8 +15,8 @@ __all__ = ["DEFAULT_STORE_NAME", "EVENT_QUERIES", "PipelineConfig", "interval_se
 #: File name of the serving store under the output directory when ``--store`` is not given.
 DEFAULT_STORE_NAME = "logstream.db"
 
-#: The queries over ``events/`` that ``queries`` selects from, in start order (the ingest
-#: query always runs: it writes ``events/`` and the live views of the serving store).
+#: The analytics outputs that ``queries`` selects from (``events/``, ``late_events/`` and
+#: ``quarantine/`` are always written).
 EVENT_QUERIES = (
     "traffic_per_minute",
     "trending_pages",
@@ -114,6 +114,9 @@ class PipelineConfig(BaseModel):
         Count a line delivered again (a shipper's retry) once: identical lines arriving within
         ``dedup_window`` of each other are dropped (default False: every line counts, as in
         ``logstream batch`` and GoAccess; see :mod:`logstream.sources.dedup`).
+    strict : bool
+        A corrupt or truncated input file fails the run instead of being quarantined as
+        ``corrupt_file`` (its readable lines count; :mod:`logstream.sources.integrity`).
     dedup_window : str
         Processing-time span in which a re-sent line is recognised (default ``10 minutes``):
         the deduplication state holds the key of every line that arrived in the last
@@ -129,11 +132,10 @@ class PipelineConfig(BaseModel):
     alert_warmup : str
         Minutes a series is observed before it may alert (default ``30 minutes``).
     queries : tuple of str
-        The queries over ``events/`` to run, from :data:`EVENT_QUERIES` (default: all). Also
-        read from ``"all"``, ``"none"`` or a comma-separated list; kept in
-        :data:`EVENT_QUERIES` order. The dashboard's traffic, trending, visitor and client
-        views come from the ingest query and stay live whatever is chosen; sessions and
-        alerts need their query.
+        The analytics outputs to compute, from :data:`EVENT_QUERIES` (default: all), each
+        in its Parquet output and the serving store. Also read from ``"all"``, ``"none"`` or
+        a comma-separated list; kept in :data:`EVENT_QUERIES` order. An output turned on
+        later starts from the micro-batch it is turned on in.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
@@ -157,6 +159,7 @@ class PipelineConfig(BaseModel):
     max_files_per_trigger: int | None = Field(default=None, ge=1)
     sink: Literal["parquet", "console"] = "parquet"
     dedup: bool = False
+    strict: bool = False
     dedup_window: str = "10 minutes"
     session_gap: str = "30 minutes"
     session_stats_window: str = "1 hour"
@@ -256,10 +259,26 @@ class PipelineConfig(BaseModel):
                 f"--format auto needs files to look at; with the {self.source} source pass "
                 "--format common|combined|'<LogFormat>'"
             )
-        if interval_seconds(self.trending_slide) > interval_seconds(self.trending_window):
+        window_ms = int(interval_seconds(self.trending_window) * 1000)
+        slide_ms = int(interval_seconds(self.trending_slide) * 1000)
+        if slide_ms > window_ms:
             raise ValueError(
                 f"trending slide {self.trending_slide!r} is longer than the window "
                 f"{self.trending_window!r}"
+            )
+        minute = 60_000
+        traffic_ms = int(interval_seconds(self.traffic_window) * 1000)
+        if "alerts" in self.queries and (traffic_ms != minute or slide_ms != minute):
+            raise ValueError(
+                "the anomaly alerts score one-minute series: with alerts on, --window and "
+                f"--trending-slide must be 1 minute (got {self.traffic_window!r} and "
+                f"{self.trending_slide!r}); or leave alerts out with --queries"
+            )
+        if window_ms % slide_ms:
+            raise ValueError(
+                f"trending slide {self.trending_slide!r} does not divide the window "
+                f"{self.trending_window!r}: windows are sums of slide-long panes (e.g. a "
+                "5-minute window sliding every minute)"
             )
         return self
 

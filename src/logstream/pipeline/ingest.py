@@ -1,76 +1,205 @@
-"""The ingest stage: parsed lines → on-time events, late events, quarantine, live views.
+"""The micro-batch step: parse once, decide lateness, aggregate once, deliver exactly once.
 
-It runs inside ``foreachBatch`` of the first streaming query (the only one that reads the
-source and parses). For micro-batch ``N`` it:
+The pipeline is one streaming query, ``ingest`` (source → [deduplication] → parse →
+``foreachBatch``). Its ``foreachBatch`` function, :class:`IngestStage`, does everything else
+with batch DataFrames, for micro-batch ``N``:
 
-1. skips the batch if the serving store's ledger already holds it (a replay after a crash);
-2. computes the **watermark** of the batch: the largest event time of every earlier
-   micro-batch minus the delay (``--watermark``). The rule is the textbook one (Spark guide,
-   "Handling Late Data and Watermarking"; book Ch. 12) and is deterministic: it depends on
-   committed batches only, so a replay recomputes the same value;
-3. splits the parsed events: an event whose event time is **at or before** the watermark is
-   a *late event*; the others are *on time*;
-4. publishes on-time events to ``events/``, late events (with the watermark they missed) to
-   ``late_events/`` and unparseable lines to ``quarantine/`` — each one Parquet file per batch,
-   atomically (:func:`logstream.sinks.publish_batch`);
-5. adds the batch's per-window counts (traffic, trending pages, visitor sketches, requests
-   and bytes per client) and its counters and examples to the serving store in one
-   transaction, with the batch id in the ledger
-   (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
+1. **Skip a delivered batch.** If snapshot ``N`` exists (:mod:`logstream.pipeline.state`), the
+   batch was delivered before a crash: nothing to do.
+2. **Watermark.** The watermark of the batch is the newest event time of every earlier
+   micro-batch minus the delay (``--watermark``), read from snapshot ``N − 1``: the textbook
+   rule (Spark guide, "Handling Late Data and Watermarking"; book Ch. 12), deterministic, so
+   a replay recomputes the same value.
+3. **Split** the parsed rows: an event at or before the watermark is a *late event*, the other
+   events are *on time*, an unparseable line is *quarantined*. Lateness is decided here,
+   before any aggregation: nothing is dropped silently.
+4. **Publish** on-time events to ``events/``, late events (with the watermark they missed) to
+   ``late_events/`` and quarantined lines (and corrupt input files) to ``quarantine/``.
+5. **Aggregate once.** One aggregation computes the partial panes of every view of the
+   batch's on-time events (:func:`~logstream.analytics.panes.partial_panes`), merged with the
+   open panes of snapshot ``N − 1`` (:func:`~logstream.analytics.panes.merge_panes`). Panes
+   the new watermark (newest event time after this batch minus the delay) has passed are
+   final: they are published, each once — ``traffic_per_minute/``, ``unique_visitors/``,
+   ``trending_pages/`` (5-minute windows summed from 1-minute panes), ``top_clients/`` — and
+   the final per-minute series feed the anomaly detector (``alerts/``). Visitor sessions merge
+   the batch's per-client, per-minute summaries with the open sessions (``sessions/``).
+6. **Serve.** The panes this batch changed, with their merged values, and the batch's counters,
+   examples, closed sessions and alerts go to the serving store in one transaction with the
+   batch id in its ledger (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
+7. **Snapshot.** The open panes, open sessions and detector state are written as snapshot
+   ``N``, the batch's last write.
 
-Why the window queries read ``events/`` and not the source: Spark drops rows behind the
-watermark *silently*, and which rows it drops depends on micro-batch boundaries and on whether
-a no-data batch ran in between (since Spark 3.4 a stateful operator judges lateness by the
-previous batch's watermark). Reading only on-time events, whose event times are after a
-watermark that is never lower than Spark's own for the same data, the window queries drop
-nothing (``numRowsDroppedByWatermark`` stays 0), every late event is in ``late_events``, and
-``on-time + late + quarantined = lines read``.
+Counts: ``on-time + late + quarantined = lines read`` for every micro-batch.
+
+Every output is written once per batch id (:func:`logstream.sinks.publish_batch`), the store
+once per ledger entry, the state once per snapshot: a replay after a crash at any point
+delivers the batch exactly once (``tests/pipeline/test_recovery.py``, ``bench/drill_kill.py``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
+from logstream.analytics.alerts import (
+    ALERT_STATE_SCHEMA,
+    SITE_SERIES,
+    AlertConfig,
+    scored_minutes,
+    split_scored,
+)
+from logstream.analytics.panes import (
+    PANE_SCHEMA,
+    PaneSpec,
+    merge_panes,
+    partial_panes,
+    sliding_windows,
+    traffic_windows,
+)
+from logstream.analytics.sessions import (
+    SESSION_PARTS_SCHEMA,
+    merged_sessions,
+    session_parts,
+    split_sessions,
+)
 from logstream.parsing import REASON_COLUMN
-from logstream.pipeline.config import interval_seconds
-from logstream.schema import EVENT_COLUMNS
+from logstream.pipeline.state import SnapshotMeta, StateSnapshots
+from logstream.schema import EVENT_COLUMNS, QUARANTINE_SCHEMA
 from logstream.serving import IngestBatchWrite, ServingStore
+from logstream.serving.store import ALERTS_KEPT, SESSIONS_KEPT
 from logstream.sinks import publish_batch, run_stateful_plan
-from logstream.sources import dropped_in_running_batch
+from logstream.sources.integrity import (
+    CORRUPT_FILE_REASON,
+    check_files,
+    files_of_batch,
+    raise_if_corrupt,
+    spark_file_uri,
+)
 
-__all__ = ["INGEST_QUERY", "IngestStage", "IngestTotals", "iso"]
+__all__ = [
+    "FAULT_ENV",
+    "INGEST_QUERY",
+    "OUTPUTS",
+    "STATE_PARTS",
+    "AnalyticsSettings",
+    "IngestStage",
+    "IngestTotals",
+    "fault_hook",
+    "iso",
+]
 
-#: Name of the ingest query (also its key in the store's ledger and its checkpoint folder).
+#: The parts of the analytics state carried between micro-batches, and their schemas.
+STATE_PARTS = {
+    "panes": PANE_SCHEMA,
+    "sessions": SESSION_PARTS_SCHEMA,
+    "series": ALERT_STATE_SCHEMA,
+}
+
+#: Name of the streaming query (also its checkpoint folder and its key in the store's ledger).
 INGEST_QUERY = "ingest"
+
+#: The analytics outputs, in the order they are written; ``--queries`` chooses among them.
+OUTPUTS = (
+    "traffic_per_minute",
+    "trending_pages",
+    "unique_visitors",
+    "sessions",
+    "top_clients",
+    "alerts",
+)
 
 #: Late and quarantined rows kept as examples per micro-batch.
 _EXAMPLES_PER_BATCH = 5
+
+
+def _since(prev: SnapshotMeta, outputs: tuple[str, ...]) -> dict[str, int]:
+    """``since_ms`` of the new snapshot: the outputs turned on now start after the newest event
+    so far (windows starting later hold every event); the others keep theirs."""
+    since = {o: t for o, t in prev.since_ms.items() if o in outputs}
+    if prev.outputs is not None and prev.max_event_ms is not None:
+        for output in outputs:
+            if output not in prev.outputs:
+                since[output] = prev.max_event_ms
+    return since
 
 
 def _iso_ms(epoch_ms: int) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _reaching(on_time: DataFrame, horizon_ms: int, window: str) -> DataFrame:
-    """The events that can reach a window ending after ``horizon_ms``: dropping the others
-    first spares the window expansion (5-fold for sliding windows) on backfills."""
-    window_ms = int(interval_seconds(window) * 1000)
-    return on_time.where(F.col("event_time") > F.timestamp_millis(F.lit(horizon_ms - window_ms)))
-
-
 def iso(col: Column | str) -> Column:
     """Format a timestamp column as ISO 8601 UTC text (``1995-07-09T04:00:00Z``)."""
     c = F.col(col) if isinstance(col, str) else col
     return F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss'Z'")
+
+
+def _iso_ms_col(col: str) -> Column:
+    return iso(F.timestamp_millis(col))
+
+
+@dataclass(frozen=True)
+class AnalyticsSettings:
+    """The event-time settings of the micro-batch step, normalised to milliseconds.
+
+    Attributes
+    ----------
+    watermark_ms : int
+        Delay after which an event is late and a window final.
+    traffic_ms, trending_ms, trending_slide_ms, clients_ms, session_gap_ms : int
+        Window lengths: traffic and visitors, trending pages (and its slide, the page pane),
+        top clients, the session inactivity gap.
+    session_stats_window : str
+        Spark interval of the session statistics' tumbling window.
+    retention_ms : int
+        Trending and client windows ending this long before the newest event leave the store.
+    top : int
+        Clients kept per window and measure in ``top_clients/``.
+    alerts : AlertConfig
+    outputs : tuple of str
+        The outputs computed (from :data:`OUTPUTS`).
+    """
+
+    watermark_ms: int = 600_000
+    traffic_ms: int = 60_000
+    trending_ms: int = 300_000
+    trending_slide_ms: int = 60_000
+    clients_ms: int = 300_000
+    session_gap_ms: int = 1_800_000
+    session_stats_window: str = "3600 seconds"
+    retention_ms: int = 2 * 3600 * 1000
+    top: int = 10
+    alerts: AlertConfig = field(default_factory=AlertConfig)
+    outputs: tuple[str, ...] = OUTPUTS
+
+    def pane_spec(self) -> PaneSpec:
+        """The pane views the chosen outputs need."""
+        wanted = set(self.outputs)
+        views = []
+        if wanted & {"traffic_per_minute", "alerts"}:
+            views.append("traffic")
+        if wanted & {"trending_pages", "alerts"}:
+            views.append("pages")
+        if "unique_visitors" in wanted:
+            views.append("visitors")
+        if "top_clients" in wanted:
+            views.append("clients")
+        return PaneSpec(
+            traffic_ms=self.traffic_ms,
+            page_pane_ms=self.trending_slide_ms,
+            clients_ms=self.clients_ms,
+            views=tuple(views),
+        )
 
 
 @dataclass
@@ -86,26 +215,27 @@ class IngestTotals:
 
 
 class IngestStage:
-    """The ``foreachBatch`` function of the ingest query.
+    """The ``foreachBatch`` function of the ``ingest`` query (see the module docstring).
 
     Parameters
     ----------
     output_dir : Path
-        Root of the Parquet outputs (``events``, ``late_events``, ``quarantine`` are written).
+        Root of the Parquet outputs.
     store : ServingStore
         The serving store (ledger, live views).
-    watermark_ms : int
-        The watermark delay, milliseconds.
-    traffic_window, trending_window, trending_slide, clients_window : str
-        Spark interval strings of the live views.
-    retention_ms : int
-        Trending-page and client windows ending this long (ms) before the newest event are
-        not written to, and are pruned from, the store.
-    session : SparkSession, optional
-        The session that started the ingest query, whose query manager lists it: the copies
-        the deduplication operator dropped are read from the running micro-batch
-        (:func:`~logstream.sources.dropped_in_running_batch`). ``foreachBatch`` hands over
-        DataFrames of a cloned session that does not. None: duplicates are not counted.
+    state : StateSnapshots
+        The per-micro-batch snapshots of the analytics state.
+    settings : AnalyticsSettings
+    checkpoint : Path, optional
+        The query's checkpoint when the source is a directory: the files of each micro-batch
+        are read from its source log and checked for corruption
+        (:mod:`logstream.sources.integrity`).
+    strict : bool
+        A corrupt input file fails the micro-batch (:class:`~logstream.errors.CorruptInputError`)
+        instead of being quarantined.
+    stateful_input : bool
+        The parsed stream has a stateful operator (deduplication): a skipped replay still runs
+        its plan so that the state store commits the batch.
 
     Notes
     -----
@@ -116,74 +246,116 @@ class IngestStage:
         self,
         output_dir: Path,
         store: ServingStore,
-        watermark_ms: int,
-        traffic_window: str = "60 seconds",
-        trending_window: str = "300 seconds",
-        trending_slide: str = "60 seconds",
-        retention_ms: int = 2 * 3600 * 1000,
-        clients_window: str = "300 seconds",
-        session: SparkSession | None = None,
+        state: StateSnapshots,
+        settings: AnalyticsSettings,
+        checkpoint: Path | None = None,
+        strict: bool = False,
+        stateful_input: bool = False,
     ) -> None:
         self.output_dir = output_dir
         self.store = store
-        self.watermark_ms = watermark_ms
-        self.traffic_window = traffic_window
-        self.trending_window = trending_window
-        self.trending_slide = trending_slide
-        self.retention_ms = retention_ms
-        self.clients_window = clients_window
+        self.state = state
+        self.settings = settings
+        self.checkpoint = checkpoint
+        self.strict = strict
+        self.stateful_input = stateful_input
         self.totals = IngestTotals()
-        self.session = session
+        #: Seconds spent in each step of the micro-batches of this process (the profile:
+        #: ``bench/profile_pipeline.py``).
+        self.timings: dict[str, float] = {}
         #: Called with a step name and the batch id between the writes of a micro-batch
         #: (``published_events``, ``published_late_events``, ``published_quarantine``,
-        #: ``before_commit``): tests stop the pipeline there.
+        #: ``published_windows``, ``before_commit``, ``before_snapshot``): tests stop or kill
+        #: the pipeline there.
         self.step_hook: Callable[[str, int], None] | None = None
+        #: The SparkContext of the running micro-batch (for job descriptions).
+        self.store_context: Any = None
+        #: ``since_ms`` of the micro-batch being delivered (see :class:`SnapshotMeta`).
+        self.since: dict[str, int] = {}
+
+    def _complete(self, output: str, start: Column) -> Column:
+        """Rows of ``output`` whose window (starting at ``start``, epoch ms) holds every event:
+        all of them unless the output was turned on after the first micro-batch."""
+        since = self.since.get(output)
+        return F.lit(True) if since is None else start > F.lit(since)
 
     def _step(self, name: str, batch_id: int) -> None:
         if self.step_hook is not None:
             self.step_hook(name, batch_id)
 
+    @contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        """Time a step, and name its Spark jobs after it (the Spark UI's job descriptions)."""
+        context = self.store_context
+        if context is not None:
+            context.setJobDescription(f"logstream ingest: {name}")
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
     def watermark_for_next_batch(self) -> int | None:
         """The watermark (epoch ms) the next micro-batch is judged by; None before any event."""
-        max_ms = self.store.max_event_time_ms()
-        return None if max_ms is None else max_ms - self.watermark_ms
+        meta = self.state.latest_before(1 << 62)
+        return None if meta.max_event_ms is None else meta.max_event_ms - self.settings.watermark_ms
+
+    # -- the micro-batch --------------------------------------------------------------------
 
     def __call__(self, parsed: DataFrame, batch_id: int) -> None:
-        """Process micro-batch ``batch_id`` exactly once (see the module docstring)."""
-        if self.store.is_committed(INGEST_QUERY, batch_id):
-            run_stateful_plan(parsed)  # the deduplication state still commits this batch
+        """Deliver micro-batch ``batch_id`` exactly once (see the module docstring)."""
+        if self.state.done(batch_id):
+            if self.stateful_input:
+                run_stateful_plan(parsed)  # the deduplication state still commits this batch
             return
-        # the one read of the store's newest event time for this micro-batch
-        before_ms = self.store.max_event_time_ms()
+        self.store_context = parsed.sparkSession.sparkContext
+        corrupt = self._corrupt_files(batch_id)
+        if corrupt and self.strict:
+            raise_if_corrupt(corrupt)  # before anything is written
+        prev = self.state.latest_before(batch_id)
         # keep the raw text only where it is needed (quarantine): a much smaller cache
         parsed = parsed.withColumn(
             "raw_line", F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line"))
         ).persist(StorageLevel.MEMORY_AND_DISK)
+        cached: list[DataFrame] = [parsed]
         try:
-            write = self._process(parsed, batch_id, before_ms)
+            write, meta, state_parts = self._deliver(parsed, batch_id, prev, corrupt, cached)
+            if write is None:
+                return  # a no-data micro-batch: nothing to record, nothing to replay
+            self._step("before_commit", batch_id)
+            with self._timed("store"):
+                self.store.commit_ingest_batch(INGEST_QUERY, write)
+            self._step("before_snapshot", batch_id)
+            with self._timed("snapshot"):
+                self.state.write(meta, state_parts)
+            self.store.set_state({"analytics_state_rows": str(self.state.last_rows)})
         finally:
-            parsed.unpersist()
-        # the plan has run: the copies it dropped are committed with the batch
-        if self.session is not None:
-            write.duplicates = dropped_in_running_batch(self.session, INGEST_QUERY) or 0
-        if not (write.events or write.late_events or write.quarantined or write.duplicates):
-            # a no-data micro-batch (Spark runs one after a batch to move the deduplication
-            # watermark): nothing to record, and a replay has nothing to skip
-            return
-        self._step("before_commit", batch_id)
-        self.store.commit_ingest_batch(INGEST_QUERY, write)
+            for frame in cached:
+                frame.unpersist()
         with self.totals.lock:
             self.totals.batches += 1
             self.totals.events += write.events
             self.totals.late_events += write.late_events
             self.totals.quarantined += write.quarantined
-            newest = max(before_ms or 0, write.max_event_time_ms or 0)
-            if before_ms is not None or write.max_event_time_ms is not None:
-                self.totals.watermark_ms = newest - self.watermark_ms
+            if meta.max_event_ms is not None:
+                self.totals.watermark_ms = meta.max_event_ms - self.settings.watermark_ms
 
-    def _process(self, parsed: DataFrame, batch_id: int, before_ms: int | None) -> IngestBatchWrite:
-        """``before_ms``: newest event time of the committed batches (None before any)."""
-        watermark_ms = None if before_ms is None else before_ms - self.watermark_ms
+    def _corrupt_files(self, batch_id: int) -> dict[str, str]:
+        if self.checkpoint is None:
+            return {}
+        files = files_of_batch(self.checkpoint, batch_id)
+        return check_files(files) if files else {}
+
+    def _deliver(
+        self,
+        parsed: DataFrame,
+        batch_id: int,
+        prev: SnapshotMeta,
+        corrupt: dict[str, str],
+        cached: list[DataFrame],
+    ) -> tuple[IngestBatchWrite | None, SnapshotMeta, dict[str, DataFrame | None]]:
+        s = self.settings
+        watermark_ms = None if prev.max_event_ms is None else prev.max_event_ms - s.watermark_ms
         is_event = F.col(REASON_COLUMN).isNull()
         if watermark_ms is None:
             is_late = F.lit(False)
@@ -191,148 +363,429 @@ class IngestStage:
         else:
             watermark = F.timestamp_millis(F.lit(watermark_ms))
             is_late = F.col("event_time") <= watermark
-
-        counts = parsed.agg(
-            F.count_if(is_event & ~is_late).alias("on_time"),
-            F.count_if(is_event & is_late).alias("late"),
-            F.count_if(~is_event).alias("quarantined"),
-            F.max(F.when(is_event, F.unix_millis("event_time"))).alias("max_ms"),
-        ).first()
+        with self._timed("parse"):  # materialises the cached parse
+            counts = parsed.agg(
+                F.count_if(is_event & ~is_late).alias("on_time"),
+                F.count_if(is_event & is_late).alias("late"),
+                F.count_if(~is_event).alias("quarantined"),
+                F.max(F.when(is_event, F.unix_millis("event_time"))).alias("max_ms"),
+            ).first()
         assert counts is not None
         write = IngestBatchWrite(
             batch_id=batch_id,
             events=counts["on_time"],
             late_events=counts["late"],
             quarantined=counts["quarantined"],
+            corrupt_files=len(corrupt),
             max_event_time_ms=counts["max_ms"],
         )
+        if not (write.events or write.late_events or write.quarantined or write.corrupt_files):
+            return None, prev, {}
+        newest = max(prev.max_event_ms or 0, write.max_event_time_ms or 0) or None
+        next_watermark = None if newest is None else newest - s.watermark_ms
+        since = _since(prev, s.outputs)
+        meta = SnapshotMeta(batch_id, newest, prev.final_until_ms, list(s.outputs), since)
+
         on_time = parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS)
-        if write.events:
-            publish_batch(on_time, self.output_dir / "events", batch_id)
-            self._step("published_events", batch_id)
-            self._live_views(on_time, write, max(before_ms or 0, write.max_event_time_ms or 0))
-        if write.late_events:
-            late = parsed.where(is_event & is_late).select(
-                *EVENT_COLUMNS,
-                watermark.alias("watermark"),
-            )
-            publish_batch(late, self.output_dir / "late_events", batch_id)
-            self._step("published_late_events", batch_id)
-            write.late_examples = [
-                (batch_id, r["t"], r["w"], r["client_host"], r["url_path"], r["source_file"])
-                for r in late.select(
-                    iso("event_time").alias("t"),
-                    iso("watermark").alias("w"),
-                    "client_host",
-                    "url_path",
-                    "source_file",
-                )
-                .limit(_EXAMPLES_PER_BATCH)
-                .collect()
-            ]
-        if write.quarantined:
-            bad = parsed.where(~is_event).select(
-                "raw_line",
+        with self._timed("events"):
+            if write.events:
+                publish_batch(on_time, self.output_dir / "events", batch_id, files=None)
+                self._step("published_events", batch_id)
+            if write.late_events:
+                self._publish_late(parsed.where(is_event & is_late), watermark, write)
+            if write.quarantined or corrupt:
+                self._publish_quarantine(parsed.where(~is_event), corrupt, write)
+
+        self.since = since
+        state_parts = self._analytics(on_time, write, prev, next_watermark, cached)
+        if next_watermark is not None:
+            final_until = max(prev.final_until_ms or 0, next_watermark)
+            meta = SnapshotMeta(batch_id, newest, final_until, list(s.outputs), since)
+        self._step("published_windows", batch_id)
+        return write, meta, state_parts
+
+    def _publish_late(self, late: DataFrame, watermark: Column, write: IngestBatchWrite) -> None:
+        batch_id = write.batch_id
+        late = late.select(*EVENT_COLUMNS, watermark.alias("watermark"))
+        publish_batch(late, self.output_dir / "late_events", batch_id)
+        self._step("published_late_events", batch_id)
+        write.late_examples = [
+            (batch_id, r["t"], r["w"], r["client_host"], r["url_path"], r["source_file"])
+            for r in late.select(
+                iso("event_time").alias("t"),
+                iso("watermark").alias("w"),
+                "client_host",
+                "url_path",
                 "source_file",
-                F.col(REASON_COLUMN).alias("reason"),
             )
-            publish_batch(bad, self.output_dir / "quarantine", batch_id)
-            self._step("published_quarantine", batch_id)
-            write.quarantine_examples = [
-                (batch_id, r["raw_line"], r["source_file"], r["reason"])
-                for r in bad.limit(_EXAMPLES_PER_BATCH).collect()
-            ]
-        return write
+            .limit(_EXAMPLES_PER_BATCH)
+            .collect()
+        ]
 
-    def _live_views(self, on_time: DataFrame, write: IngestBatchWrite, newest: int) -> None:
-        """Per-window counts of this batch's on-time events (bounded by windows touched).
+    def _publish_quarantine(
+        self, bad_rows: DataFrame, corrupt: dict[str, str], write: IngestBatchWrite
+    ) -> None:
+        batch_id = write.batch_id
+        bad = bad_rows.select(
+            "raw_line",
+            "source_file",
+            F.col(REASON_COLUMN).alias("reason"),
+            F.lit(None).cast("string").alias("detail"),
+        )
+        rows = [
+            (None, spark_file_uri(f), CORRUPT_FILE_REASON, e) for f, e in sorted(corrupt.items())
+        ]
+        if rows:
+            bad = bad.unionByName(bad_rows.sparkSession.createDataFrame(rows, QUARANTINE_SCHEMA))
+        publish_batch(bad, self.output_dir / "quarantine", batch_id)
+        self._step("published_quarantine", batch_id)
+        examples = rows[:_EXAMPLES_PER_BATCH]
+        if write.quarantined:
+            examples += [tuple(r) for r in bad.limit(_EXAMPLES_PER_BATCH).collect()]
+        write.quarantine_examples = [(batch_id, *r) for r in examples[:_EXAMPLES_PER_BATCH]]
 
-        ``newest`` is the newest event time (epoch ms) after this batch.
-        """
-        traffic = analytics.traffic_per_window(on_time, self.traffic_window)
-        write.traffic = [
-            tuple(r)
-            for r in traffic.select(
-                iso("window_start"),
-                iso("window_end"),
+    # -- the analytics: panes, windows, sessions, alerts ---------------------------------------
+
+    def _analytics(
+        self,
+        on_time: DataFrame,
+        write: IngestBatchWrite,
+        prev: SnapshotMeta,
+        next_watermark: int | None,
+        cached: list[DataFrame],
+    ) -> dict[str, DataFrame | None]:
+        """Merge the batch into the state; publish what became final; fill ``write``'s live
+        views. Returns the state parts of the new snapshot."""
+        s = self.settings
+        spec = s.pane_spec()
+        parts: dict[str, DataFrame | None] = {}
+        if next_watermark is None:  # no event yet: nothing to aggregate
+            return parts
+        final_until = prev.final_until_ms
+        # windows ending in (final_until, next_watermark] became final in this micro-batch
+        moved = final_until is None or next_watermark > final_until
+        newly_final = (F.col("end_ms") <= F.lit(next_watermark)) & (
+            F.lit(True) if final_until is None else F.col("end_ms") > F.lit(final_until)
+        )
+        horizon_ms = next_watermark + s.watermark_ms - s.retention_ms
+        write.prune_trending_before = _iso_ms(horizon_ms)
+        write.final_before = _iso_ms(next_watermark)
+
+        if spec.views:
+            partial = partial_panes(on_time, spec) if write.events else None
+            open_panes = self.state.read(prev, "panes").where(
+                F.col("view").isin(*spec.views)  # a view turned off leaves the state
+            )
+            merged = merge_panes(open_panes, partial).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(merged)
+            windows = None
+            if "trending_pages" in s.outputs:
+                windows = sliding_windows(merged, "pages", s.trending_ms, s.trending_slide_ms)
+                windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
+                cached.append(windows)
+            finals = merged.where(newly_final)
+            if moved:
+                with self._timed("windows"):
+                    self._publish_windows(finals, windows, newly_final, write.batch_id)
+            if partial is not None:
+                with self._timed("live_views"):
+                    self._live_views(merged, windows, write, horizon_ms)
+            keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
+            parts["panes"] = merged.where(
+                (F.col("end_ms") > F.lit(next_watermark))
+                | ((F.col("view") == "pages") & (F.col("end_ms") > F.lit(keep_from)))
+            ).drop("touched")
+            if "alerts" in s.outputs:
+                with self._timed("alerts"):
+                    parts["series"] = self._alerts(
+                        finals if moved else None, prev, next_watermark, write, cached
+                    )
+        if "sessions" in s.outputs:
+            with self._timed("sessions"):
+                parts["sessions"] = self._sessions(on_time, prev, next_watermark, write, cached)
+        return parts
+
+    def _publish_windows(
+        self,
+        finals: DataFrame,
+        windows: DataFrame | None,
+        newly_final: Column,
+        batch_id: int,
+    ) -> None:
+        """Publish the windows that became final: each exactly once, in one micro-batch."""
+        s = self.settings
+        out = self.output_dir
+        start = F.col("start_ms")
+        if "traffic_per_minute" in s.outputs:
+            traffic = finals.where(self._complete("traffic_per_minute", start))
+            publish_batch(traffic_windows(traffic), out / "traffic_per_minute", batch_id)
+        if "unique_visitors" in s.outputs:
+            complete = self._complete("unique_visitors", start)
+            visitors = finals.where((F.col("view") == "visitors") & complete).select(
+                F.timestamp_millis("start_ms").alias("window_start"),
+                F.timestamp_millis("end_ms").alias("window_end"),
+                F.hll_sketch_estimate("sketch").alias("visitors"),
+                "sketch",
+            )
+            publish_batch(visitors, out / "unique_visitors", batch_id)
+        if windows is not None:
+            final_windows = windows.where(
+                newly_final & self._complete("trending_pages", start)
+            ).select(
+                F.timestamp_millis("start_ms").alias("window_start"),
+                F.timestamp_millis("end_ms").alias("window_end"),
+                F.col("key").alias("url_path"),
+                "requests",
+            )
+            publish_batch(final_windows, out / "trending_pages", batch_id)
+        if "top_clients" in s.outputs:
+            complete = self._complete("top_clients", start)
+            counts = finals.where((F.col("view") == "clients") & complete).select(
+                F.timestamp_millis("start_ms").alias("window_start"),
+                F.timestamp_millis("end_ms").alias("window_end"),
+                F.col("key").alias("client_host"),
                 "requests",
                 "bytes",
-                "status_1xx",
-                "status_2xx",
-                "status_3xx",
-                "status_4xx",
-                "status_5xx",
-                "errors",
-            ).collect()
-        ]
-        horizon_ms = newest - self.retention_ms
-        horizon = F.timestamp_millis(F.lit(horizon_ms))
-        pages = analytics.page_counts_per_window(
-            _reaching(on_time, horizon_ms, self.trending_window),
-            self.trending_window,
-            self.trending_slide,
-        ).where(F.col("window_end") > horizon)
-        write.prune_trending_before = _iso_ms(horizon_ms)
-        write.pages = [
-            (r[0], r[1], r[2], r[3])
-            for r in pages.select(
-                iso("window_start"), iso("window_end"), "url_path", "requests"
-            ).collect()
-        ]
-        clients = analytics.client_counts_per_window(
-            _reaching(on_time, horizon_ms, self.clients_window), self.clients_window
-        ).where(F.col("window_end") > horizon)
-        write.clients = [
-            (r[0], r[1], r[2], int(r[3]), int(r[4]))
-            for r in clients.select(
-                iso("window_start"), iso("window_end"), "client_host", "requests", "bytes"
-            ).collect()
-        ]
-        write.visitors = self._merged_sketches(on_time, newest)
-        write.final_before = _iso_ms(newest - self.watermark_ms)
+            )
+            publish_batch(
+                analytics.top_clients_per_window(counts, s.top), out / "top_clients", batch_id
+            )
 
-    def _merged_sketches(
-        self, on_time: DataFrame, newest_ms: int
-    ) -> list[tuple[str, str, int, bytes | None]]:
-        """This batch's visitor estimates per window, merged with stored open sketches.
-
-        A window whose end is at or before the next watermark is final: only its estimate is
-        kept. Open windows keep their sketch so the next micro-batches can merge into it.
-        """
-        open_stored = self.store.open_sketches()
-        next_watermark = F.timestamp_millis(F.lit(newest_ms - self.watermark_ms))
-        keep_sketch = (F.col("window_end") > next_watermark) | iso("window_start").isin(
-            list(open_stored) or [""]
+    def _live_views(
+        self,
+        merged: DataFrame,
+        windows: DataFrame | None,
+        write: IngestBatchWrite,
+        horizon_ms: int,
+    ) -> None:
+        """The merged values of every pane and window this batch changed, for the store, in
+        one collect (bounded by what one micro-batch can touch within the retention)."""
+        s = self.settings
+        view_output = {
+            "traffic": "traffic_per_minute",
+            "visitors": "unique_visitors",
+            "clients": "top_clients",
+        }
+        complete = F.lit(False)
+        for view, output in view_output.items():
+            if output in s.outputs:
+                complete = complete | (
+                    (F.col("view") == view) & self._complete(output, F.col("start_ms"))
+                )
+        # traffic and visitors keep every window (one row a minute); clients and trending pages
+        # keep the retention
+        recent = (F.col("view") != "clients") | (F.col("end_ms") > F.lit(horizon_ms))
+        live = merged.where(F.col("touched") & recent & complete).select(
+            "view",
+            "key",
+            _iso_ms_col("start_ms").alias("ws"),
+            _iso_ms_col("end_ms").alias("we"),
+            "requests",
+            "bytes",
+            "status_1xx",
+            "status_2xx",
+            "status_3xx",
+            "status_4xx",
+            "status_5xx",
+            "errors",
+            F.when(F.col("view") == "visitors", F.hll_sketch_estimate("sketch")).alias("v"),
         )
+        if windows is not None:
+            zero = F.lit(0).cast("bigint")
+            live = live.unionByName(
+                windows.where(
+                    F.col("touched")
+                    & (F.col("end_ms") > F.lit(horizon_ms))
+                    & self._complete("trending_pages", F.col("start_ms"))
+                ).select(
+                    F.lit("trending").alias("view"),
+                    "key",
+                    _iso_ms_col("start_ms").alias("ws"),
+                    _iso_ms_col("end_ms").alias("we"),
+                    "requests",
+                    *(zero.alias(c) for c in ("bytes", "status_1xx", "status_2xx")),
+                    *(zero.alias(c) for c in ("status_3xx", "status_4xx", "status_5xx")),
+                    zero.alias("errors"),
+                    F.lit(None).cast("bigint").alias("v"),
+                )
+            )
+        rows = live.collect()
+        write.traffic = [tuple(r[2:12]) for r in rows if r["view"] == "traffic"]
+        write.visitors = [
+            (r["ws"], r["we"], int(r["v"]), None) for r in rows if r["view"] == "visitors"
+        ]
+        write.clients = [
+            (r["ws"], r["we"], r["key"], int(r["requests"]), int(r["bytes"]))
+            for r in rows
+            if r["view"] == "clients"
+        ]
+        write.pages = [
+            (r["ws"], r["we"], r["key"], int(r["requests"]))
+            for r in rows
+            if r["view"] == "trending"
+        ]
+
+    def _sessions(
+        self,
+        on_time: DataFrame,
+        prev: SnapshotMeta,
+        next_watermark: int,
+        write: IngestBatchWrite,
+        cached: list[DataFrame],
+    ) -> DataFrame:
+        s = self.settings
+        open_sessions = self.state.read(prev, "sessions")
+        parts = session_parts(on_time) if write.events else None
+        merged_input = parts if parts is not None else open_sessions.limit(0)
+        gap_s = s.session_gap_ms // 1000
+        merged = merged_sessions(merged_input, open_sessions, gap_s)
+        merged = merged.persist(StorageLevel.MEMORY_AND_DISK)  # closed and still open: one pass
+        cached.append(merged)
+        closed, still_open = split_sessions(merged, gap_s, next_watermark)
+        since = self.since.get("sessions")
+        if since is not None:  # a visitor seen before `since` may have started earlier
+            closed = closed.where(
+                F.unix_millis("session_start") > F.lit(since + self.settings.session_gap_ms)
+            )
+        count = closed.count()
+        if count:
+            publish_batch(closed, self.output_dir / "sessions", write.batch_id)
+            latest = (
+                closed.orderBy(F.desc("session_end"), "client_host")
+                .limit(SESSIONS_KEPT)
+                .select(
+                    "client_host",
+                    "user_agent",
+                    iso("session_start"),
+                    iso("session_end"),
+                    "duration_s",
+                    "requests",
+                    "pages",
+                    "bytes",
+                    "entry_page",
+                    "exit_page",
+                    F.col("bounce").cast("int"),
+                )
+                .collect()
+            )
+            write.sessions_closed = count
+            write.sessions = [tuple(r) for r in reversed(latest)]
+            write.session_stats = self._merged_session_stats(closed)
+        return still_open
+
+    def _merged_session_stats(self, closed: DataFrame) -> list[tuple[object, ...]]:
+        """This batch's session statistics per window merged with the stored ones (KLL
+        sketches of durations merge exactly: ``kll_merge_agg_bigint``)."""
         fresh = [
-            (r[0], r[1], int(r[2]), None if r[3] is None else bytes(r[3]), r[4])
-            for r in analytics.visitor_sketches_per_window(on_time, self.traffic_window)
+            (r[0], r[1], r[2], r[3], r[4], bytes(r[5]))
+            for r in analytics.session_stats_per_window(closed, self.settings.session_stats_window)
             .select(
-                iso("window_start"),
-                iso("window_end"),
-                "visitors",
-                F.when(keep_sketch, F.col("sketch")),
-                keep_sketch & (F.col("window_end") > next_watermark),
+                iso("window_start"), iso("window_end"), "sessions", "bounces", "pages", "sketch"
             )
             .collect()
         ]
-        to_merge = [(w, e, sk) for w, e, _, sk, _ in fresh if w in open_stored]
-        merged: dict[str, tuple[int, bytes]] = {}
-        if to_merge:
-            rows = to_merge + [(w, *open_stored[w]) for w, _, _ in to_merge]
-            merged = {
-                r[0]: (int(r[1]), bytes(r[2]))
-                for r in on_time.sparkSession.createDataFrame(
-                    rows, "window_start string, window_end string, sketch binary"
-                )
-                .groupBy("window_start")
-                .agg(F.hll_union_agg("sketch").alias("sketch"))
-                .select("window_start", F.hll_sketch_estimate("sketch"), "sketch")
-                .collect()
-            }
-        out = []
-        for start, end, visitors, sketch, still_open in fresh:
-            if start in merged:
-                visitors, sketch = merged[start]
-            out.append((start, end, visitors, sketch if still_open else None))
-        return out
+        stored = self.store.session_stats_rows(r[0] for r in fresh)
+        merged = closed.sparkSession.createDataFrame(
+            fresh + stored,
+            "window_start string, window_end string, sessions bigint, bounces bigint, "
+            "pages bigint, sketch binary",
+        )
+        return [
+            (*r[:7], bytes(r[7]))
+            for r in merged.groupBy("window_start", "window_end")
+            .agg(
+                F.sum("sessions").alias("sessions"),
+                F.sum("bounces").alias("bounces"),
+                F.sum("pages").alias("pages"),
+                F.kll_merge_agg_bigint("sketch").alias("sketch"),
+            )
+            .select(
+                "window_start",
+                "window_end",
+                "sessions",
+                "bounces",
+                "pages",
+                *analytics.duration_quantiles("sketch"),
+                "sketch",
+            )
+            .collect()
+        ]
+
+    def _alerts(
+        self,
+        finals: DataFrame | None,
+        prev: SnapshotMeta,
+        next_watermark: int,
+        write: IngestBatchWrite,
+        cached: list[DataFrame],
+    ) -> DataFrame:
+        """Score the newly final minutes of the site and of each content page (``finals`` is
+        None when the watermark did not move: the detectors' state carries over)."""
+        state = self.state.read(prev, "series")
+        if finals is None:
+            return state
+        complete = self._complete("alerts", F.col("start_ms"))
+        minutes = finals.where(F.col("view").isin("traffic", "pages") & complete).select(
+            F.when(F.col("view") == "traffic", F.lit(SITE_SERIES))
+            .otherwise(F.col("key"))
+            .alias("series"),
+            F.col("start_ms").alias("minute_ms"),
+            "requests",
+            F.col("server_errors").alias("errors"),
+        )
+        scored = scored_minutes(minutes, state, next_watermark, self.settings.alerts)
+        scored = scored.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(scored)
+        alerts, new_state = split_scored(scored)
+        rows = [
+            tuple(r)
+            for r in alerts.orderBy("window_start", "series", "metric")
+            .select(
+                "series",
+                "metric",
+                iso("window_start"),
+                iso("window_end"),
+                "value",
+                "mean",
+                "std",
+                "z",
+                "direction",
+            )
+            .limit(ALERTS_KEPT)
+            .collect()
+        ]
+        if rows:
+            publish_batch(alerts, self.output_dir / "alerts", write.batch_id)
+            write.alerts = rows
+        return new_state
+
+
+#: Environment variable of the fault injection used by the crash drills (see :func:`fault_hook`).
+FAULT_ENV = "LOGSTREAM_FAULT_INJECT"
+
+
+def fault_hook(spec: str) -> Callable[[str, int], None]:
+    """A step hook that SIGKILLs the pipeline's process group at one step of one micro-batch.
+
+    For the recovery tests and ``bench/drill_kill.py``: ``logstream run`` installs it when
+    ``$LOGSTREAM_FAULT_INJECT`` is ``STEP:BATCH_ID`` (a step of :attr:`IngestStage.step_hook`,
+    e.g. ``before_snapshot:3``). The process group — the Python driver and its JVM — dies with
+    no clean-up, exactly between two writes of the micro-batch.
+
+    Raises
+    ------
+    ValueError
+        When ``spec`` is not ``STEP:BATCH_ID``.
+    """
+    import os
+    import signal
+
+    step, _, batch = spec.partition(":")
+    if not step or not batch.isdigit():
+        raise ValueError(f"{FAULT_ENV}={spec!r} is not STEP:BATCH_ID (e.g. before_snapshot:3)")
+
+    def hook(name: str, batch_id: int) -> None:
+        if name == step and batch_id == int(batch):
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    return hook

@@ -1,42 +1,31 @@
-"""Build, start and stop the streaming pipeline.
+"""Build, start and stop the streaming pipeline: one streaming query, ``ingest``.
 
-Queries (each with its own checkpoint under ``state_dir``; state in RocksDB):
+=============  ==========================================================  =====================
+query          what it does                                                sink, guarantee
+=============  ==========================================================  =====================
+``ingest``     source → [deduplication] → parse → per micro-batch           ``foreachBatch``:
+               (:class:`~logstream.pipeline.ingest.IngestStage`): late      batch-id publish,
+               events, quarantine, ``events/``; one aggregation into the    store ledger, state
+               panes of every view, merged with the open panes; final        snapshot per batch
+               windows, sessions and alerts; the store's live views
+=============  ==========================================================  =====================
 
-=====================  ==========================================  ===================
-query                  what it does                                sink, guarantee
-=====================  ==========================================  ===================
-``ingest``             source → parse → on-time / late / quarantine  ``foreachBatch``:
-                       and live views (:mod:`.ingest`)             batch-id publish +
-                                                                   store ledger
-``traffic_per_minute``  ``events/`` → watermark → traffic per       Parquet file sink,
-                       tumbling window                             append (commit log)
-``trending_pages``     ``events/`` → watermark → requests per      Parquet file sink,
-                       content page per sliding window             append
-``unique_visitors``    ``events/`` → watermark → HLL sketch per    Parquet file sink,
-                       window                                      append
-``sessions``           ``events/`` → watermark → session window    ``foreachBatch``:
-                       per visitor (:func:`~logstream.analytics.   batch-id publish +
-                       sessions`)                                  store ledger
-``top_clients``        ``events/`` → watermark → requests, bytes   ``foreachBatch``:
-                       per client and window → top clients         batch-id publish
-``alerts``             ``events/`` → watermark → per-minute        ``foreachBatch``:
-                       series → ``transformWithStateInPandas``     batch-id publish +
-                       (:func:`~logstream.analytics.               store ledger
-                       anomaly_alerts`)
-=====================  ==========================================  ===================
+Each event is parsed once and aggregated once; the state the analytics carry from one
+micro-batch to the next (open panes, open sessions, detector state) is a small snapshot per
+batch id (:mod:`logstream.pipeline.state`). ``queries`` chooses which outputs are computed
+(default: all). The ingest query drops lines delivered twice first
+(:mod:`logstream.sources.dedup`) when ``dedup`` is on: its only Spark state operator, in the
+RocksDB state store.
 
-The ingest query drops lines delivered twice first (:mod:`logstream.sources.dedup`), unless
-``dedup`` is off. ``queries`` chooses which of the others run (default: all).
-
-With ``--trigger available-now`` the ingest query runs to completion first, then the window
-queries, so a backfill is deterministic. With a processing-time trigger all run together.
-In append mode a window is written once the watermark passes its end; the last windows of a
-finished backfill stay in state until later events move the watermark (the serving store
-already holds them).
+With ``--trigger available-now`` the query processes what exists, then stops; the windows
+that the watermark has not passed yet stay open in the last snapshot, and the serving store
+already holds their values.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -45,34 +34,54 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructField, StructType, TimestampType
 
-from logstream import analytics
-from logstream.analytics.alerts import anomaly_alerts
-from logstream.errors import LogFormatError
+from logstream import analytics, errors
+from logstream.analytics.alerts import AlertConfig
+from logstream.errors import LogFormatError, LogstreamError
 from logstream.monitoring import ProgressListener
 from logstream.parsing import CompiledFormat, events, parse, resolve_format
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.identity import claim
-from logstream.pipeline.ingest import INGEST_QUERY, IngestStage, IngestTotals
-from logstream.pipeline.outputs import (
-    ALERTS_QUERY,
-    SESSIONS_QUERY,
-    TOP_CLIENTS_QUERY,
-    AlertsSink,
-    SessionsSink,
-    TopClientsSink,
+from logstream.pipeline.ingest import (
+    INGEST_QUERY,
+    STATE_PARTS,
+    AnalyticsSettings,
+    IngestStage,
+    IngestTotals,
 )
+from logstream.pipeline.state import StateSnapshots
 from logstream.replay import open_log
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from logstream.serving import ServingStore
+from logstream.session import SPARK_LOG_LEVEL
 from logstream.sinks import ensure_schema
 from logstream.sinks.gate import StopGate, is_stop_requested
 from logstream.sources import drop_duplicate_lines, stream_lines
 
 __all__ = ["Pipeline", "detect_file_format", "detect_stream_format"]
+
+
+def _ms(interval: str) -> int:
+    return int(interval_seconds(interval) * 1000)
+
+
+_RAISED = re.compile(r"^logstream\.[\w.]+\.(\w+): (.+)$", re.MULTILINE)
+
+
+def _logstream_error(error: BaseException) -> LogstreamError | None:
+    """The :class:`~logstream.errors.LogstreamError` a ``foreachBatch`` function raised, as
+    found in the query's exception (Spark carries the Python traceback as text)."""
+    match = _RAISED.search(str(error))
+    cls = getattr(errors, match.group(1), None) if match else None
+    if match is None or not (isinstance(cls, type) and issubclass(cls, LogstreamError)):
+        return None
+    return cls(match.group(2))
+
+
+log = logging.getLogger(__name__)
 
 
 def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
@@ -150,16 +159,30 @@ class Pipeline:
                 "queries": ",".join(self.cfg.queries) or "none",
             }
         )
+        cfg = self.cfg
+        settings = AnalyticsSettings(
+            watermark_ms=_ms(cfg.watermark),
+            traffic_ms=_ms(cfg.traffic_window),
+            trending_ms=_ms(cfg.trending_window),
+            trending_slide_ms=_ms(cfg.trending_slide),
+            clients_ms=_ms(cfg.clients_window),
+            session_gap_ms=_ms(cfg.session_gap),
+            session_stats_window=cfg.session_stats_window,
+            retention_ms=_ms(cfg.store_retention),
+            top=cfg.top,
+            alerts=AlertConfig(
+                k=cfg.alert_sigma, warmup_minutes=int(interval_seconds(cfg.alert_warmup) // 60)
+            ),
+            outputs=cfg.queries,
+        )
         self.ingest = IngestStage(
-            self.cfg.output_dir,
+            cfg.output_dir,
             self.store,
-            int(self.cfg.watermark_seconds * 1000),
-            self.cfg.traffic_window,
-            self.cfg.trending_window,
-            self.cfg.trending_slide,
-            int(interval_seconds(self.cfg.store_retention) * 1000),
-            self.cfg.clients_window,
-            session=self.spark if self.cfg.dedup else None,  # no copies to count without
+            StateSnapshots(self.spark, cfg.state_dir / "analytics", STATE_PARTS),
+            settings,
+            checkpoint=self._checkpoint_path(INGEST_QUERY) if cfg.source == "dir" else None,
+            strict=cfg.strict,
+            stateful_input=cfg.dedup,
         )
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)
@@ -176,8 +199,11 @@ class Pipeline:
             return writer.trigger(availableNow=True)
         return writer.trigger(processingTime=self.cfg.trigger)
 
+    def _checkpoint_path(self, name: str) -> Path:
+        return self.cfg.state_dir / name
+
     def _checkpoint(self, name: str) -> str:
-        return str(self.cfg.state_dir / name)
+        return str(self._checkpoint_path(name))
 
     def start_ingest(self) -> StreamingQuery:
         """Start the ingest query (source → parse → :class:`IngestStage`)."""
@@ -197,81 +223,6 @@ class Pipeline:
             .foreachBatch(self.gate.wrap(INGEST_QUERY, self.ingest))
             .option("checkpointLocation", self._checkpoint(INGEST_QUERY))
         )
-        query = self._trigger(writer).start()
-        self.queries.append(query)
-        return query
-
-    def on_time_events(self) -> DataFrame:
-        """The on-time events published by the ingest stage, as a watermarked stream."""
-        reader = self.spark.readStream.schema(EVENT_SCHEMA).option("recursiveFileLookup", "true")
-        if self.cfg.max_files_per_trigger:  # one file per ingest micro-batch
-            reader = reader.option("maxFilesPerTrigger", self.cfg.max_files_per_trigger)
-        return reader.parquet(str(self.cfg.output_dir / "events")).withWatermark(
-            "event_time", self.cfg.watermark
-        )
-
-    def window_frames(self) -> dict[str, DataFrame]:
-        """The three window aggregations over :meth:`on_time_events`."""
-        ev = self.on_time_events()
-        return {
-            "traffic_per_minute": analytics.traffic_per_window(ev, self.cfg.traffic_window),
-            "trending_pages": analytics.page_counts_per_window(
-                ev, self.cfg.trending_window, self.cfg.trending_slide
-            ),
-            "unique_visitors": analytics.visitor_sketches_per_window(ev, self.cfg.traffic_window),
-        }
-
-    def stateful_frames(self) -> dict[str, tuple[DataFrame, Callable[[DataFrame, int], None]]]:
-        """The stateful queries written through ``foreachBatch``: frame and writer by name."""
-        ev = self.on_time_events()
-        cfg = self.cfg
-        return {
-            SESSIONS_QUERY: (
-                analytics.sessions(ev, cfg.session_gap),
-                SessionsSink(cfg.output_dir, self.store, cfg.session_stats_window),
-            ),
-            TOP_CLIENTS_QUERY: (
-                analytics.client_counts_per_window(ev, cfg.clients_window),
-                TopClientsSink(cfg.output_dir, cfg.top),
-            ),
-            ALERTS_QUERY: (
-                anomaly_alerts(
-                    ev,
-                    k=cfg.alert_sigma,
-                    warmup_minutes=int(interval_seconds(cfg.alert_warmup) // 60),
-                ),
-                AlertsSink(cfg.output_dir, self.store),
-            ),
-        }
-
-    def start_windows(self) -> list[StreamingQuery]:
-        """Start the window queries (Parquet file sinks) and the stateful ``foreachBatch``
-        queries chosen by ``cfg.queries``, all in append mode."""
-        started = []
-        chosen = set(self.cfg.queries)
-        for name, frame in self.window_frames().items():
-            if name not in chosen:
-                continue
-            writer = (
-                frame.writeStream.queryName(name)
-                .format("parquet")
-                .outputMode("append")
-                .option("path", str(self.cfg.output_dir / name))
-            )
-            started.append(self._start(name, writer))
-        for name, (frame, sink) in self.stateful_frames().items():
-            if name not in chosen:
-                continue
-            writer = (
-                frame.writeStream.queryName(name)
-                .outputMode("append")
-                .foreachBatch(self.gate.wrap(name, sink))
-            )
-            started.append(self._start(name, writer))
-        return started
-
-    def _start(self, name: str, writer: Any) -> StreamingQuery:
-        writer = writer.option("checkpointLocation", self._checkpoint(name))
         query = self._trigger(writer).start()
         self.queries.append(query)
         return query
@@ -302,19 +253,9 @@ class Pipeline:
         """Run to completion (available-now) or until :meth:`request_stop` / a failure."""
         if self.cfg.sink == "console":
             self.start_console()
-            self._wait_all()
-            return
-        if self.cfg.trigger == "available-now":
-            ingest = self.start_ingest()
-            self._await(ingest)
-            if self.stop_requested.is_set():
-                return
-            for query in self.start_windows():
-                self._await(query)
         else:
             self.start_ingest()
-            self.start_windows()
-            self._wait_all()
+        self._wait_all()
 
     def _await(self, query: StreamingQuery) -> None:
         while not self.stop_requested.is_set():
@@ -326,16 +267,17 @@ class Pipeline:
         self._raise_failures()
 
     def _wait_all(self) -> None:
-        while not self.stop_requested.is_set() and any(q.isActive for q in self.queries):
-            self.stop_requested.wait(0.5)
-            self._raise_failures()
-        self._raise_failures()
+        for query in self.queries:
+            self._await(query)
 
     def _raise_failures(self) -> None:
         for query in self.queries:
             error = query.exception()
             if error is not None and not is_stop_requested(error):
                 self.stop()
+                raised = _logstream_error(error)
+                if raised is not None:
+                    raise raised from None
                 raise error
 
     def request_stop(self) -> None:
@@ -360,10 +302,23 @@ class Pipeline:
             outputs and the store may then disagree until the restart.
         """
         self.stop_requested.set()
-        self.gate.close(grace_s)
+        context = self.spark.sparkContext
+        # A micro-batch the closed gate refuses ends its query with StopRequested, which Spark
+        # logs with a stack trace: a stop is not an error, so Spark's log is off meanwhile (a
+        # real failure in this window is still reported below, in one line)
+        context.setLogLevel("OFF")
+        try:
+            self.gate.close(grace_s)
+            for query in self.queries:
+                if query.isActive:
+                    query.stop()
+        finally:
+            context.setLogLevel(SPARK_LOG_LEVEL)
         for query in self.queries:
-            if query.isActive:
-                query.stop()
+            error = query.exception()
+            if error is not None and not is_stop_requested(error):
+                first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+                log.error("query %s failed while stopping: %s", query.name, first[:500])
         # Spark's listener bus is asynchronous: let each query's last progress reach the
         # listener (and so the store) before it is removed
         expected = {(q.name, q.lastProgress["batchId"]) for q in self.queries if q.lastProgress}

@@ -1,14 +1,15 @@
 """The serving store: live views of the stream in one SQLite file, for the dashboard.
 
 Delivery guarantee: **exactly-once per micro-batch**. The ingest stage writes each micro-batch
-in one SQLite transaction that (1) checks the ledger for the batch id, (2) adds the batch's
-counts to the per-window tables (an upsert that increments; trending-page windows older than
-the retention are pruned first), (3) replaces the merged
-unique-visitor sketches, (4) bumps the counters and keeps the latest examples, (5) records the
-new maximum event time, and (6) inserts the batch id into ``ledger``. A micro-batch that Spark
-replays after a crash either finds its id in the ledger and changes nothing, or finds the
-previous attempt rolled back and applies it once. This is the idempotent-writer pattern of
-``foreachBatch`` (Spark docs, "Using foreachBatch"; book Ch. 11).
+in one SQLite transaction that (1) checks the ledger for the batch id, (2) sets the merged
+values of every window the batch changed (traffic, visitors, trending pages, clients: an
+upsert that *replaces*, so it is idempotent by itself; trending and client windows older than
+the retention are pruned first), (3) bumps the counters and keeps the latest examples, closed
+sessions and alerts, merges the session statistics, (4) records the new maximum event time,
+and (5) inserts the batch id into ``ledger``. A micro-batch that Spark replays after a crash
+either finds its id in the ledger and changes nothing, or finds the previous attempt rolled
+back and applies it once. This is the idempotent-writer pattern of ``foreachBatch`` (Spark
+docs, "Using foreachBatch"; book Ch. 11).
 
 All times are UTC instants written as ISO 8601 text (``1995-07-09T04:00:00Z``), which sorts
 in time order. The file is in WAL mode so the dashboard reads while the pipeline writes.
@@ -19,12 +20,14 @@ Tables
 ``pipeline_state(key, value)``: ``max_event_time_ms``, ``watermark_delay_ms``, settings
 ``traffic_per_minute(window_start, window_end, requests, bytes, status_1xx … status_5xx, errors)``
 ``trending_pages(window_start, window_end, url_path, requests)``
-``unique_visitors(window_start, window_end, visitors, sketch)``: ``sketch`` (HLL) only while
-the window is open, null once final
-``counters(name, value)``: ``events``, ``late_events``, ``quarantined``, ``duplicates``, all
+``unique_visitors(window_start, window_end, visitors, sketch)``: the estimate of the merged
+HLL sketch (the sketch itself stays in the pipeline's state; the column is kept null)
+``counters(name, value)``: ``events``, ``late_events``, ``quarantined``, ``corrupt_files``,
 committed with their ingest micro-batch
+``dedup_batches(batch_id, dropped)``: lines the deduplication operator dropped per micro-batch,
+from the query's progress (``duplicates`` in :meth:`ServingStore.counters` is their sum)
 ``late_examples(seq, batch_id, event_time, watermark, client_host, url_path, source_file)``
-``quarantine_examples(seq, batch_id, raw_line, source_file, reason)``
+``quarantine_examples(seq, batch_id, raw_line, source_file, reason, detail)``
 ``progress(seq, query, batch_id, timestamp, input_rows_per_s, processed_rows_per_s,
 batch_duration_ms, num_input_rows, watermark, max_event_time, state_rows,
 state_memory_bytes, dropped_by_watermark, duplicates_dropped)``
@@ -39,8 +42,7 @@ the KLL sketch of durations
 ``alerts(seq, batch_id, series, metric, window_start, window_end, value, mean, std, z,
 direction)``: the latest :data:`ALERTS_KEPT` anomaly alerts
 
-The ``sessions`` and ``alerts`` queries commit through the same ledger (:meth:`commit_batch`),
-with their own query names.
+Sessions and alerts are committed with the ingest micro-batch that closed or raised them.
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ CREATE TABLE IF NOT EXISTS late_examples (
     client_host TEXT, url_path TEXT, source_file TEXT);
 CREATE TABLE IF NOT EXISTS quarantine_examples (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, batch_id INTEGER, raw_line TEXT, source_file TEXT,
-    reason TEXT);
+    reason TEXT, detail TEXT);
+CREATE TABLE IF NOT EXISTS dedup_batches (batch_id INTEGER PRIMARY KEY, dropped INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS progress (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, query TEXT, batch_id INTEGER, timestamp TEXT,
     input_rows_per_s REAL, processed_rows_per_s REAL, batch_duration_ms INTEGER,
@@ -128,7 +131,7 @@ class IngestBatchWrite:
     events: int = 0
     late_events: int = 0
     quarantined: int = 0
-    duplicates: int = 0  #: lines the deduplication operator dropped in this micro-batch
+    corrupt_files: int = 0  #: input files that could not be read to their end
     max_event_time_ms: int | None = None
     traffic: list[tuple[Any, ...]] = field(default_factory=list)  # in _TRAFFIC_COLS order
     pages: list[tuple[str, str, str, int]] = field(default_factory=list)
@@ -136,8 +139,12 @@ class IngestBatchWrite:
     visitors: list[tuple[str, str, int, bytes | None]] = field(default_factory=list)  # merged
     late_examples: list[tuple[Any, ...]] = field(default_factory=list)
     quarantine_examples: list[tuple[Any, ...]] = field(default_factory=list)
+    sessions_closed: int = 0  #: sessions the micro-batch closed
+    sessions: list[tuple[Any, ...]] = field(default_factory=list)  # latest closed, oldest first
+    session_stats: list[tuple[Any, ...]] = field(default_factory=list)  # merged, replace
+    alerts: list[tuple[Any, ...]] = field(default_factory=list)  # series … direction
     prune_trending_before: str | None = None  # drop trending and client windows ending ≤
-    final_before: str | None = None  # windows ending at or before are final: drop sketches
+    final_before: str | None = None  # windows ending at or before are final
 
 
 class ServingStore:
@@ -167,6 +174,9 @@ class ServingStore:
                 columns = {r[1] for r in conn.execute("PRAGMA table_info(progress)")}
                 if "duplicates_dropped" not in columns:  # a store written by version 0.1
                     conn.execute("ALTER TABLE progress ADD COLUMN duplicates_dropped INTEGER")
+                columns = {r[1] for r in conn.execute("PRAGMA table_info(quarantine_examples)")}
+                if "detail" not in columns:
+                    conn.execute("ALTER TABLE quarantine_examples ADD COLUMN detail TEXT")
 
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
@@ -216,15 +226,6 @@ class ServingStore:
         value = self.get_state("max_event_time_ms")
         return None if value is None else int(value)
 
-    def open_sketches(self) -> dict[str, tuple[str, bytes]]:
-        """Sketches of windows still open (not yet final): ``{start: (end, sketch)}``."""
-        with self.connection() as conn:
-            rows = conn.execute(
-                "SELECT window_start, window_end, sketch FROM unique_visitors "
-                "WHERE sketch IS NOT NULL"
-            ).fetchall()
-        return {r[0]: (r[1], bytes(r[2])) for r in rows}
-
     def commit_ingest_batch(self, query: str, write: IngestBatchWrite) -> bool:
         """Apply one ingest micro-batch exactly once (see the module docstring for the steps).
 
@@ -236,10 +237,10 @@ class ServingStore:
 
         def apply(conn: sqlite3.Connection) -> None:
             cols = ", ".join(_TRAFFIC_COLS)
-            adds = ", ".join(f"{c} = {c} + excluded.{c}" for c in _TRAFFIC_COLS[2:])
+            sets = ", ".join(f"{c} = excluded.{c}" for c in _TRAFFIC_COLS[1:])
             conn.executemany(
                 f"INSERT INTO traffic_per_minute({cols}) VALUES ({', '.join('?' * 10)}) "
-                f"ON CONFLICT(window_start) DO UPDATE SET {adds}",
+                f"ON CONFLICT(window_start) DO UPDATE SET {sets}",
                 write.traffic,
             )
             if write.prune_trending_before is not None:
@@ -251,14 +252,13 @@ class ServingStore:
             conn.executemany(
                 "INSERT INTO top_clients(window_start, window_end, client_host, requests, "
                 "bytes) VALUES (?, ?, ?, ?, ?) ON CONFLICT(window_start, client_host) "
-                "DO UPDATE SET requests = requests + excluded.requests, "
-                "bytes = bytes + excluded.bytes",
+                "DO UPDATE SET requests = excluded.requests, bytes = excluded.bytes",
                 write.clients,
             )
             conn.executemany(
                 "INSERT INTO trending_pages(window_start, window_end, url_path, requests) "
                 "VALUES (?, ?, ?, ?) ON CONFLICT(window_start, window_end, url_path) "
-                "DO UPDATE SET requests = requests + excluded.requests",
+                "DO UPDATE SET requests = excluded.requests",
                 write.pages,
             )
             conn.executemany(
@@ -267,12 +267,6 @@ class ServingStore:
                 "visitors = excluded.visitors, sketch = excluded.sketch",
                 write.visitors,
             )
-            if write.final_before is not None:
-                conn.execute(
-                    "UPDATE unique_visitors SET sketch = NULL "
-                    "WHERE sketch IS NOT NULL AND window_end <= ?",
-                    (write.final_before,),
-                )
             conn.executemany(
                 "INSERT INTO counters(name, value) VALUES (?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
@@ -280,7 +274,7 @@ class ServingStore:
                     ("events", write.events),
                     ("late_events", write.late_events),
                     ("quarantined", write.quarantined),
-                    ("duplicates", write.duplicates),
+                    ("corrupt_files", write.corrupt_files),
                 ],
             )
             _keep_latest(
@@ -292,8 +286,30 @@ class ServingStore:
             _keep_latest(
                 conn,
                 "quarantine_examples",
-                "batch_id, raw_line, source_file, reason",
+                "batch_id, raw_line, source_file, reason, detail",
                 write.quarantine_examples,
+            )
+            _keep_latest(
+                conn,
+                "sessions",
+                "batch_id, client_host, user_agent, session_start, session_end, duration_s, "
+                "requests, pages, bytes, entry_page, exit_page, bounce",
+                [(write.batch_id, *row) for row in write.sessions],
+                SESSIONS_KEPT,
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO session_stats(window_start, window_end, sessions, "
+                "bounces, pages, median_duration_s, p95_duration_s, sketch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                write.session_stats,
+            )
+            _keep_latest(
+                conn,
+                "alerts",
+                "batch_id, series, metric, window_start, window_end, value, mean, std, z, "
+                "direction",
+                [(write.batch_id, *row) for row in write.alerts],
+                ALERTS_KEPT,
             )
             if write.max_event_time_ms is not None:
                 conn.execute(
@@ -326,15 +342,36 @@ class ServingStore:
     # -- reading side ------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
-        """``events``, ``late_events``, ``quarantined``, ``duplicates`` totals (0 when absent).
+        """``events``, ``late_events``, ``quarantined``, ``corrupt_files``, ``duplicates``
+        totals (0 when absent).
 
-        All come from the ledgered ingest micro-batches, so a replay after a crash counts
-        nothing twice and nothing committed is missing.
+        All but ``duplicates`` come from the ledgered ingest micro-batches, so a replay after a
+        crash counts nothing twice and nothing committed is missing. ``duplicates`` comes from
+        the progress of the deduplication operator, which a crash right after a micro-batch
+        can lose (see :meth:`record_duplicates`).
         """
-        base = {"events": 0, "late_events": 0, "quarantined": 0, "duplicates": 0}
+        base = {
+            "events": 0,
+            "late_events": 0,
+            "quarantined": 0,
+            "corrupt_files": 0,
+            "duplicates": 0,
+        }
         with self.connection() as conn:
             base.update({r[0]: r[1] for r in conn.execute("SELECT name, value FROM counters")})
+            dropped = conn.execute("SELECT SUM(dropped) FROM dedup_batches").fetchone()[0]
+        base["duplicates"] = int(dropped or 0)
         return base
+
+    def record_duplicates(self, batch_id: int, dropped: int) -> None:
+        """Record the lines the deduplication operator dropped in micro-batch ``batch_id``
+        (from its progress; a micro-batch replayed after a crash reports the same number,
+        which is kept once)."""
+        with self.connection() as conn, conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO dedup_batches(batch_id, dropped) VALUES (?, ?)",
+                (batch_id, dropped),
+            )
 
     def commit_batch(
         self,
@@ -407,7 +444,9 @@ class ServingStore:
         sessions: list[tuple[Any, ...]],
         stats: list[tuple[Any, ...]],
     ) -> bool:
-        """Commit one micro-batch of the ``sessions`` query exactly once.
+        """Commit closed sessions and their statistics exactly once, under ledger key
+        ``("sessions", batch_id)`` (the pipeline commits them with its ingest micro-batch;
+        this serves tools and tests that fill a store by hand).
 
         Parameters
         ----------
@@ -441,7 +480,8 @@ class ServingStore:
         return self.commit_batch("sessions", batch_id, closed, apply)
 
     def commit_alerts(self, batch_id: int, alerts: list[tuple[Any, ...]]) -> bool:
-        """Commit one micro-batch of the ``alerts`` query exactly once.
+        """Commit alerts exactly once, under ledger key ``("alerts", batch_id)`` (the pipeline
+        commits them with its ingest micro-batch; this serves tools and tests).
 
         ``alerts``: rows in ``alerts`` column order from ``series`` to ``direction``.
         """

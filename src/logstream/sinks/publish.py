@@ -10,9 +10,8 @@ Delivery guarantee: **exactly-once per batch id**, for outputs written inside
 3. rename the staging directory to ``ROOT/batch_id=<id>`` — one atomic ``rename`` on a local or
    HDFS file system, so a reader sees all of the batch or none of it.
 
-Each batch is written as **one** Parquet file, so a downstream streaming query reading ``ROOT``
-never splits one upstream micro-batch across two of its own micro-batches (which keeps the
-watermark arithmetic of :mod:`logstream.pipeline.ingest` exact). The directory names make
+Small outputs are written as one Parquet file per batch; ``events`` keeps the micro-batch's
+partitions so that a backfill is written by every core. The directory names make
 ``batch_id`` a partition column: ``spark.read.parquet(ROOT)`` reads every batch with it.
 Object stores without atomic rename (S3) are not supported by this writer.
 """
@@ -45,7 +44,7 @@ def batch_dir(root: Path, batch_id: int) -> Path:
     return root / f"{BATCH_DIR_PREFIX}{batch_id:010d}"
 
 
-def publish_batch(df: DataFrame, root: Path, batch_id: int) -> bool:
+def publish_batch(df: DataFrame, root: Path, batch_id: int, files: int | None = 1) -> bool:
     """Write ``df`` as the Parquet of micro-batch ``batch_id`` under ``root``, exactly once.
 
     Parameters
@@ -56,6 +55,9 @@ def publish_batch(df: DataFrame, root: Path, batch_id: int) -> bool:
         Output root, created when missing.
     batch_id : int
         The micro-batch id Spark passed to ``foreachBatch``.
+    files : int, optional
+        Parquet files written (``coalesce``); None keeps the DataFrame's partitions, so a
+        large micro-batch is written by several tasks at once.
 
     Returns
     -------
@@ -69,7 +71,7 @@ def publish_batch(df: DataFrame, root: Path, batch_id: int) -> bool:
     staging = root / f".staging-{final.name}"
     if staging.exists():
         shutil.rmtree(staging)
-    df.coalesce(1).write.mode("overwrite").parquet(str(staging))
+    (df if files is None else df.coalesce(files)).write.mode("overwrite").parquet(str(staging))
     staging.rename(final)
     return True
 

@@ -3,7 +3,6 @@
 from logstream.sources.dedup import (
     LINE_KEY,
     drop_duplicate_lines,
-    dropped_in_running_batch,
     line_key,
 )
 from logstream.sources.files import expand_inputs, input_files, read_lines, sample_lines
@@ -13,7 +12,6 @@ __all__ = [
     "KAFKA_PACKAGE",
     "LINE_KEY",
     "drop_duplicate_lines",
-    "dropped_in_running_batch",
     "expand_inputs",
     "input_files",
     "kafka_available",

@@ -22,10 +22,10 @@ from a retry and also count once: 10 of the 35,272 lines of the NASA day of 1995
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-__all__ = ["LINE_KEY", "drop_duplicate_lines", "dropped_in_running_batch", "line_key"]
+__all__ = ["DROPPED_METRIC", "LINE_KEY", "drop_duplicate_lines", "line_key"]
 
 #: Column added by :func:`drop_duplicate_lines`: ``xxhash64`` of the line (bigint).
 LINE_KEY = "line_key"
@@ -59,9 +59,9 @@ def drop_duplicate_lines(lines: DataFrame, within: str = "10 minutes") -> DataFr
 
     Notes
     -----
-    The number of rows dropped per micro-batch is the ``numDroppedDuplicateRows`` metric of
-    the ``dedupeWithinWatermark`` state operator: in the query's progress, and, for a count
-    committed with the batch, from :func:`dropped_in_running_batch`.
+    The number of rows dropped per micro-batch is the :data:`DROPPED_METRIC` custom metric of
+    the ``dedupeWithinWatermark`` state operator in the query's progress
+    (``stateOperators[].customMetrics``), which the progress listener records per batch id.
     """
     keyed = lines.withColumn(LINE_KEY, line_key())
     if not lines.isStreaming:
@@ -71,51 +71,3 @@ def drop_duplicate_lines(lines: DataFrame, within: str = "10 minutes") -> DataFr
         .withWatermark("arrival_time", within)
         .dropDuplicatesWithinWatermark([LINE_KEY])
     )
-
-
-def dropped_in_running_batch(spark: SparkSession, query_name: str) -> int | None:
-    """Rows the deduplication operator of query ``query_name`` dropped in the micro-batch the
-    query is running.
-
-    Call it from the query's ``foreachBatch`` function once the batch's plan has run: the
-    count can then be committed with the batch's outputs, exactly once. (The same figure in
-    the query's progress arrives later, on the listener bus, and a progress event is lost when
-    the process dies right after the batch commits.) A micro-batch replayed after a crash
-    starts from the same state and drops the same rows, so it gives the same count.
-
-    Parameters
-    ----------
-    spark : SparkSession
-        The session that started the query. (The DataFrame ``foreachBatch`` receives
-        belongs to a clone of it whose query manager lists no query.)
-    query_name : str
-        Name of an active streaming query (names are unique among active queries).
-
-    Returns
-    -------
-    int or None
-        The operator's :data:`DROPPED_METRIC` in the running micro-batch's physical plan;
-        None when no such query is active or its plan has no deduplication operator.
-
-    Notes
-    -----
-    Reads the SQL metric from the query's current ``IncrementalExecution`` through Py4J, a
-    Spark internal (``StreamExecution.lastExecution``): ``pyspark`` is pinned, and
-    ``tests/pipeline/test_dedup.py`` checks the counts on every version the project runs.
-    Not available with Spark Connect.
-    """
-    query = next((q for q in spark.streams.active if q.name == query_name), None)
-    if query is None:
-        return None
-    execution = query._jsq.streamingQuery().lastExecution()
-    if execution is None:
-        return None
-    stack = [execution.executedPlan()]
-    while stack:
-        node = stack.pop()
-        metrics = node.metrics()
-        if metrics.contains(DROPPED_METRIC):
-            return int(metrics.apply(DROPPED_METRIC).value())
-        children = node.children()
-        stack.extend(children.apply(i) for i in range(children.size()))
-    return None

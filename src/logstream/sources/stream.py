@@ -25,11 +25,12 @@ KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0"
 
 
 def kafka_available(spark: SparkSession) -> bool:
-    """Whether Spark's Kafka connector is on the driver's classpath."""
+    """Whether Spark's Kafka connector is on the classpath: Spark resolves the ``kafka`` source
+    (a missing data source fails when the stream is defined, before anything runs)."""
     try:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+        spark.readStream.format("kafka").option("subscribe", "t").option(
+            "kafka.bootstrap.servers", "localhost:9092"
+        ).load()
     except Exception:
         return False
     return True

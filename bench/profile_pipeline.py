@@ -1,0 +1,175 @@
+"""Where a streaming backfill spends its time: per query, per phase, per Spark job and stage.
+
+Runs ``logstream run``'s pipeline in-process on the 31-day NASA input (bench/build_july.py:
+the real 1995-07-09 day replicated across July, 1,093,432 lines) with ``--trigger
+available-now`` and ``--max-files-per-trigger`` files per micro-batch, then reads:
+
+* each query's progress (``StreamingQueryProgress.durationMs``: ``latestOffset``,
+  ``queryPlanning``, ``addBatch`` — the ``foreachBatch`` function or the sink —, ``walCommit``,
+  ``commitOffsets``, ``triggerExecution``), summed per query;
+* every Spark job and stage from the Spark UI's REST API (``/api/v1/applications/<id>/jobs``
+  and ``/stages``, Spark docs "Monitoring and Instrumentation"), grouped by the query whose
+  micro-batch ran it (a streaming job's group is its query's run id): jobs, stages, wall time
+  of the jobs, executor run time of the stages, and the dearest stages with their call sites.
+
+Usage::
+
+    python bench/profile_pipeline.py --label before   # bench/results/profile-before.json
+    python bench/profile_pipeline.py --days 10 --files-per-trigger 1 --label v2-fpt1
+
+One run, 2 local cores (``local[2]``); the figures are for this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from bench.build_july import DEFAULT_OUT, build_july
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+
+def _get(url: str) -> list[dict]:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def _ts(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def profile(days: int, files_per_trigger: int, queries: str, extra: dict) -> dict:
+    from logstream.config import SparkSettings
+    from logstream.pipeline import Pipeline, PipelineConfig
+    from logstream.session import get_spark
+
+    files = build_july(DEFAULT_OUT, days)
+    spark = get_spark(SparkSettings(master="local[2]", ui_enabled=True, app_name="profile"))
+    tmp = Path(tempfile.mkdtemp(prefix="profile-"))
+    landing = tmp / "landing"
+    landing.mkdir()
+    for i, f in enumerate(files):
+        link = landing / f.name
+        link.symlink_to(f)
+        os.utime(link, (1_000_000 + i, 1_000_000 + i), follow_symlinks=False)
+    cfg = PipelineConfig.build(
+        input_dir=landing,
+        output_dir=tmp / "out",
+        state_dir=tmp / "state",
+        log_format="common",
+        trigger="available-now",
+        max_files_per_trigger=files_per_trigger,
+        queries=queries,
+        **extra,
+    )
+    pipeline = Pipeline(spark, cfg)
+    t0 = time.perf_counter()
+    pipeline.run()
+    wall = time.perf_counter() - t0
+    pipeline.stop()
+    run_ids = {str(q.runId): q.name for q in pipeline.queries}
+
+    per_query: dict[str, dict] = defaultdict(
+        lambda: {"batches": 0, "rows": 0, "duration_ms": dict.fromkeys(PHASES, 0)}
+    )
+    for q in pipeline.queries:
+        for p in q.recentProgress:
+            row = per_query[q.name]
+            row["batches"] += 1
+            row["rows"] += p.numInputRows
+            for phase in PHASES:
+                row["duration_ms"][phase] += (p.durationMs or {}).get(phase, 0)
+            row["duration_ms"].setdefault("triggerExecution", 0)
+            row["duration_ms"]["triggerExecution"] += (p.durationMs or {}).get(
+                "triggerExecution", 0
+            )
+
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    jobs = _get(f"{base}/jobs")
+    stages = {s["stageId"]: s for s in _get(f"{base}/stages")}
+    by_query: dict[str, dict] = defaultdict(
+        lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
+    )
+    dear = []
+    for job in jobs:
+        query = run_ids.get(job.get("jobGroup") or "", "(outside a query)")
+        row = by_query[query]
+        row["jobs"] += 1
+        start, end = _ts(job.get("submissionTime")), _ts(job.get("completionTime"))
+        if start and end:
+            row["job_wall_s"] += end - start
+        for sid in job.get("stageIds", []):
+            stage = stages.get(sid)
+            if stage is None or stage.get("status") == "SKIPPED":
+                continue
+            row["stages"] += 1
+            run_s = stage.get("executorRunTime", 0) / 1000
+            row["executor_run_s"] += run_s
+            dear.append(
+                {
+                    "query": query,
+                    "stage": sid,
+                    "name": stage.get("name", "")[:120],
+                    "tasks": stage.get("numTasks"),
+                    "executor_run_s": round(run_s, 2),
+                    "input_records": stage.get("inputRecords"),
+                    "shuffle_write_records": stage.get("shuffleWriteRecords"),
+                }
+            )
+    dear.sort(key=lambda s: -s["executor_run_s"])
+    lines = 35272 * days
+    result = {
+        "input": f"NASA day x{days} (bench/build_july.py), {lines:,} lines",
+        "ingest_steps_s": {k: round(v, 2) for k, v in pipeline.ingest.timings.items()}
+        if hasattr(pipeline.ingest, "timings")
+        else None,
+        "files_per_trigger": files_per_trigger,
+        "queries": queries,
+        "options": extra,
+        "pipeline_wall_s": round(wall, 1),
+        "events_per_s": round(lines / wall),
+        "per_query_progress": per_query,
+        "per_query_spark": {
+            q: {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
+            for q, row in by_query.items()
+        },
+        "dearest_stages": dear[:25],
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+    }
+    shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--days", type=int, default=31)
+    parser.add_argument("--files-per-trigger", type=int, default=31)
+    parser.add_argument("--queries", default="all")
+    parser.add_argument("--label", default="run")
+    args = parser.parse_args()
+    result = profile(args.days, args.files_per_trigger, args.queries, {})
+    out = RESULTS / f"profile-{args.label}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    summary = {k: result[k] for k in ("pipeline_wall_s", "events_per_s", "per_query_spark")}
+    print(json.dumps(summary, indent=2))
+    print(f"written {out}")
+
+
+if __name__ == "__main__":
+    main()
