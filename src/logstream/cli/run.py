@@ -115,6 +115,24 @@ def run(
             help="Watch this directory for log files (plain or .gz, placed atomically).",
         ),
     ] = None,
+    follow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--follow",
+            help="Follow this log file (or quoted glob) as the server appends to it, like "
+            "tail -F: exactly once across rename and copytruncate rotation (repeat for more "
+            "files; local files only).",
+        ),
+    ] = None,
+    max_bytes_per_trigger: Annotated[
+        int | None,
+        typer.Option(
+            "--max-bytes-per-trigger",
+            min=1,
+            help="With --follow: bytes read per micro-batch at most (at least one whole line), "
+            "so a backlog is read in several micro-batches. Default: everything available.",
+        ),
+    ] = None,
     socket: Annotated[
         str | None,
         typer.Option(
@@ -306,7 +324,21 @@ def run(
             if not given_on_command_line(ctx, name):
                 values[name] = value
     v = values
-    demo = not (v["input_dir"] or v["socket"] or v["kafka_bootstrap"] or v["kafka_topic"])
+    sources = [
+        name
+        for name, given in (
+            ("--input-dir", v["input_dir"]),
+            ("--follow", v["follow"]),
+            ("--socket", v["socket"]),
+            ("--kafka-bootstrap/--kafka-topic", v["kafka_bootstrap"] or v["kafka_topic"]),
+        )
+        if given
+    ]
+    if len(sources) > 1:
+        raise ConfigError(
+            f"one source at a time: got {' and '.join(sources)}; run one pipeline per source"
+        )
+    demo = not sources
     duration_s = None
     if v["duration"]:
         try:
@@ -318,10 +350,26 @@ def run(
     settings = SparkSettings.build(master=v["master"])
     cfg = None  # checked before the JVM starts, so a bad option fails at once
     if not demo:
-        source = "socket" if v["socket"] else "kafka" if v["kafka_bootstrap"] else "dir"
+        source = (
+            "follow"
+            if v["follow"]
+            else "socket"
+            if v["socket"]
+            else "kafka"
+            if v["kafka_bootstrap"] or v["kafka_topic"]
+            else "dir"
+        )
+        follow_paths = None
+        if v["follow"]:
+            from logstream.sources.follow import check_follow_paths
+
+            paths = v["follow"] if isinstance(v["follow"], list) else [v["follow"]]
+            follow_paths = tuple(check_follow_paths(paths))  # before the JVM starts
         cfg = PipelineConfig.build(
             source=source,
             input_dir=v["input_dir"],
+            follow=follow_paths,
+            max_bytes_per_trigger=v["max_bytes_per_trigger"],
             socket=v["socket"],
             kafka_bootstrap=v["kafka_bootstrap"],
             kafka_topic=v["kafka_topic"],

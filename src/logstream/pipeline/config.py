@@ -65,19 +65,26 @@ class PipelineConfig(BaseModel):
 
     Parameters
     ----------
-    source : {"dir", "socket", "kafka"}
-        Where lines come from: a watched directory (Spark's file source, the default), a text
-        socket (the book's TCP example) or Kafka (needs Spark's ``spark-sql-kafka-0-10``
-        connector on the classpath).
+    source : {"dir", "follow", "socket", "kafka"}
+        Where lines come from: a watched directory (Spark's file source, the default), growing
+        log files followed like ``tail -F`` across rotation
+        (:mod:`logstream.sources.follow`), a text socket (the book's TCP example) or Kafka
+        (needs Spark's ``spark-sql-kafka-0-10`` connector on the classpath).
     input_dir : Path, optional
         Directory watched by the file source; files must be placed atomically (write, then
         rename into the directory). Plain and ``.gz`` files.
+    follow : tuple of str, optional
+        Log files or quoted globs followed by ``source="follow"`` (local files).
+    max_bytes_per_trigger : int, optional
+        Bytes per micro-batch of the follow source (at least one whole line), so a backlog is
+        read in several micro-batches; None: everything available.
     socket : str, optional
         ``HOST:PORT`` of a server the socket source connects to.
     kafka_bootstrap, kafka_topic : str, optional
         Kafka servers and topic, for ``source="kafka"``.
     log_format : str
-        As ``logstream batch --format``; ``auto`` detects from the first file of ``input_dir``.
+        As ``logstream batch --format``; ``auto`` detects from the first file of ``input_dir``
+        (or the first existing file followed).
     output_dir : Path
         Root of the Parquet outputs: ``events``, ``late_events``, ``quarantine``,
         ``traffic_per_minute``, ``trending_pages``, ``unique_visitors``, ``sessions``,
@@ -105,8 +112,7 @@ class PipelineConfig(BaseModel):
         ``available-now`` (process what exists, then stop) or a processing-time interval
         such as ``5 seconds``.
     max_files_per_trigger : int, optional
-        Files per micro-batch: input files for the ingest query, and ingest micro-batches
-        (one ``events/`` file each) for the window queries.
+        Input files per micro-batch of the directory source.
     sink : {"parquet", "console"}
         ``parquet`` runs the full pipeline; ``console`` prints trending pages per
         micro-batch for exploration (no outputs, no store).
@@ -140,8 +146,10 @@ class PipelineConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
-    source: Literal["dir", "socket", "kafka"] = "dir"
+    source: Literal["dir", "follow", "socket", "kafka"] = "dir"
     input_dir: Path | None = None
+    follow: tuple[str, ...] | None = None
+    max_bytes_per_trigger: int | None = Field(default=None, ge=1)
     socket: str | None = None
     kafka_bootstrap: str | None = None
     kafka_topic: str | None = None
@@ -250,11 +258,13 @@ class PipelineConfig(BaseModel):
     def _source_needs(self) -> PipelineConfig:
         if self.source == "dir" and self.input_dir is None:
             raise ValueError("the directory source needs --input-dir DIR")
+        if self.source == "follow" and not self.follow:
+            raise ValueError("the follow source needs --follow PATH (a log file or a quoted glob)")
         if self.source == "socket" and self.socket is None:
             raise ValueError("the socket source needs --socket HOST:PORT")
         if self.source == "kafka" and not (self.kafka_bootstrap and self.kafka_topic):
             raise ValueError("the Kafka source needs --kafka-bootstrap HOST:PORT and --kafka-topic")
-        if self.log_format == "auto" and self.source != "dir":
+        if self.log_format == "auto" and self.source not in ("dir", "follow"):
             raise ValueError(
                 f"--format auto needs files to look at; with the {self.source} source pass "
                 "--format common|combined|'<LogFormat>'"

@@ -24,6 +24,7 @@ already holds their values.
 
 from __future__ import annotations
 
+import glob
 import logging
 import re
 import threading
@@ -94,14 +95,21 @@ def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
     """
     if cfg.log_format != "auto":
         return resolve_format(cfg.log_format)
-    assert cfg.input_dir is not None
-    files = sorted(
-        (p for p in cfg.input_dir.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))),
-        key=lambda p: (p.stat().st_mtime, p.name),
-    )
+    if cfg.source == "follow":
+        patterns = cfg.follow or ()
+        found = {Path(f) for pattern in patterns for f in glob.glob(pattern, recursive=True)}
+        candidates = [p for p in found if p.is_file()]
+        where = ", ".join(cfg.follow or ())
+    else:
+        assert cfg.input_dir is not None
+        candidates = [
+            p for p in cfg.input_dir.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
+        ]
+        where = str(cfg.input_dir)
+    files = sorted(candidates, key=lambda p: (p.stat().st_mtime, p.name))
     if not files:
         raise LogFormatError(
-            f"--format auto needs a file in {str(cfg.input_dir)!r} to look at, and there is "
+            f"--format auto needs a file in {where!r} to look at, and there is "
             "none yet: pass --format common|combined|'<LogFormat>'"
         )
     return detect_file_format(files[0])

@@ -1,4 +1,5 @@
-"""Streaming sources of raw lines: a watched directory, a text socket, or Kafka.
+"""Streaming sources of raw lines: a watched directory, followed log files, a text socket, or
+Kafka.
 
 Every source yields the same two columns as :func:`logstream.sources.read_lines`:
 ``value`` (one log line) and ``source_file`` (the file's URI; null for socket and Kafka), so
@@ -62,6 +63,9 @@ def stream_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     * Directory: Spark's file source (plain and ``.gz``); each file is read once, tracked in
       the checkpoint; ``maxFilesPerTrigger`` bounds a micro-batch. Files must appear
       atomically (write elsewhere, then rename into the directory).
+    * Follow: growing log files read like ``tail -F``, exactly once across rotation, with
+      file identities and byte offsets in the checkpoint (:mod:`logstream.sources.follow`,
+      ``docs/follow.md``); ``max_bytes_per_trigger`` bounds a micro-batch.
     * Socket: Spark's ``socket`` source, as in the book's TCP example. It keeps no offsets,
       so it cannot replay after a failure: use it for demos, not for exactly-once.
     * Kafka: Spark's own connector, ``subscribe`` to one topic, the message value as the line.
@@ -80,6 +84,11 @@ def stream_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
         return reader.load(str(cfg.input_dir)).select(
             "value", F.col("_metadata.file_path").alias("source_file")
         )
+    if cfg.source == "follow":
+        from logstream.sources.follow import follow_lines
+
+        assert cfg.follow
+        return follow_lines(spark, cfg.follow, cfg.max_bytes_per_trigger)
     if cfg.source == "socket":
         assert cfg.socket is not None
         host, _, port = cfg.socket.rpartition(":")
