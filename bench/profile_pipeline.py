@@ -79,6 +79,13 @@ def profile(days: int, files_per_trigger: int, queries: str, extra: dict) -> dic
         **extra,
     )
     pipeline = Pipeline(spark, cfg)
+    state_rows: list[tuple[int, int]] = []  # (micro-batch, rows of its analytics snapshot)
+
+    def record(step: str, batch_id: int) -> None:
+        if step == "snapshot_written":
+            state_rows.append((batch_id, pipeline.ingest.state.last_rows))
+
+    pipeline.ingest.step_hook = record
     t0 = time.perf_counter()
     pipeline.run()
     wall = time.perf_counter() - t0
@@ -143,6 +150,8 @@ def profile(days: int, files_per_trigger: int, queries: str, extra: dict) -> dic
         "queries": queries,
         "options": extra,
         "pipeline_wall_s": round(wall, 1),
+        "snapshot_rows_per_batch": state_rows,
+        "snapshot_rows_max": max((r for _, r in state_rows), default=0),
         "events_per_s": round(lines / wall),
         "per_query_progress": per_query,
         "per_query_spark": {

@@ -693,7 +693,12 @@ def anomaly_alerts(
         outputMode="append",
         timeMode="EventTime",
     )
-    return alerts.select(
+    return _alert_rows(alerts)
+
+
+def _alert_rows(frame: DataFrame) -> DataFrame:
+    """The :data:`ALERT_COLUMNS` of the detector's output rows (epoch-ms minute bounds)."""
+    return frame.select(
         "series",
         "metric",
         F.timestamp_millis("window_start_ms").alias("window_start"),
@@ -876,16 +881,6 @@ def scored_minutes(
 
 def split_scored(scored: DataFrame) -> tuple[DataFrame, DataFrame]:
     """``(alerts, new_state)`` of a :func:`scored_minutes` frame (see :func:`score_minutes`)."""
-    alerts = scored.where(F.col("kind") == "alert").select(
-        "series",
-        "metric",
-        F.timestamp_millis("window_start_ms").alias("window_start"),
-        F.timestamp_millis("window_end_ms").alias("window_end"),
-        "value",
-        "mean",
-        "std",
-        "z",
-        "direction",
-    )
+    alerts = _alert_rows(scored.where(F.col("kind") == "alert"))
     new_state = scored.where(F.col("kind") == "state").select(*ALERT_STATE_SCHEMA.fieldNames())
     return alerts, new_state

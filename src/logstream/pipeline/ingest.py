@@ -74,6 +74,7 @@ from logstream.analytics.sessions import (
     split_sessions,
 )
 from logstream.parsing import REASON_COLUMN
+from logstream.pipeline.config import EVENT_QUERIES
 from logstream.pipeline.state import SnapshotMeta, StateSnapshots
 from logstream.schema import EVENT_COLUMNS, QUARANTINE_SCHEMA
 from logstream.serving import IngestBatchWrite, ServingStore
@@ -110,14 +111,7 @@ STATE_PARTS = {
 INGEST_QUERY = "ingest"
 
 #: The analytics outputs, in the order they are written; ``--queries`` chooses among them.
-OUTPUTS = (
-    "traffic_per_minute",
-    "trending_pages",
-    "unique_visitors",
-    "sessions",
-    "top_clients",
-    "alerts",
-)
+OUTPUTS = EVENT_QUERIES
 
 #: Late and quarantined rows kept as examples per micro-batch.
 _EXAMPLES_PER_BATCH = 5
@@ -265,8 +259,9 @@ class IngestStage:
         self.timings: dict[str, float] = {}
         #: Called with a step name and the batch id between the writes of a micro-batch
         #: (``published_events``, ``published_late_events``, ``published_quarantine``,
-        #: ``published_windows``, ``before_commit``, ``before_snapshot``): tests stop or kill
-        #: the pipeline there.
+        #: ``published_windows``, ``before_commit``, ``before_snapshot``) and after it
+        #: (``snapshot_written``): tests stop or kill the pipeline there, benchmarks read the
+        #: state's size.
         self.step_hook: Callable[[str, int], None] | None = None
         #: The SparkContext of the running micro-batch (for job descriptions).
         self.store_context: Any = None
@@ -329,6 +324,7 @@ class IngestStage:
             with self._timed("snapshot"):
                 self.state.write(meta, state_parts)
             self.store.set_state({"analytics_state_rows": str(self.state.last_rows)})
+            self._step("snapshot_written", batch_id)
         finally:
             for frame in cached:
                 frame.unpersist()

@@ -1,0 +1,267 @@
+"""logstream against GoAccess on the same input, as whole processes, in one run.
+
+Input: the 31-day NASA input (``bench/build_july.py``: the real 1995-07-09 day replicated
+across July, 1,093,432 lines, plain text). Every figure is the wall time of a whole process
+(JVM start included for logstream), measured one after the other on the same machine:
+
+1. ``goaccess``: ``goaccess - --log-format=COMMON --no-ip-validation -o r.json`` fed the 31
+   files on stdin (GoAccess 1.x, single-threaded; installed with apt-get when missing);
+2. ``batch``: ``logstream batch DIR --format common --json r.json --quiet``;
+3. ``backfill_full``: ``logstream run --trigger available-now`` over the 31 files, every
+   output on, ``--max-files-per-trigger`` files per micro-batch (default 31: one micro-batch);
+4. ``backfill_ingest``: the same with ``--queries none`` (events, late events and quarantine
+   only);
+5. ``live`` (unless ``--skip-live``): ``logstream run --trigger "2 seconds"`` while chunk files
+   land in its input directory at ``--live-rate`` lines/s for ``--live-seconds``; the latency
+   of a chunk is the time from its rename into the directory to the moment the serving store's
+   newest event time reaches the chunk's newest event (the store is polled every 0.1 s).
+
+Ratios are GoAccess's wall time over logstream's (> 1: logstream is faster). Writes
+``bench/results/vs-goaccess.json``.
+
+Usage::
+
+    python bench/bench_vs_goaccess.py [--days 31] [--files-per-trigger 31] [--skip-live]
+        [--live-rate 10000] [--live-seconds 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.build_july import DEFAULT_OUT, build_july
+
+RESULTS = Path(__file__).resolve().parent / "results"
+LOGSTREAM = [sys.executable, "-m", "logstream"]
+
+
+def ensure_goaccess() -> str:
+    """The goaccess binary, installed with apt-get when missing."""
+    found = shutil.which("goaccess")
+    if found:
+        return found
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "goaccess"], check=True, env=env)
+    found = shutil.which("goaccess")
+    if not found:
+        raise SystemExit("goaccess could not be installed")
+    return found
+
+
+def timed(cmd: list[str], stdin_files: list[Path] | None = None) -> float:
+    """Wall seconds of one process; fails loudly when it fails."""
+    env = {**os.environ, "LOGSTREAM_SPARK_UI": "false"}
+    t0 = time.perf_counter()
+    if stdin_files is None:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    else:
+        feeder = subprocess.Popen(["cat", *map(str, stdin_files)], stdout=subprocess.PIPE)
+        done = subprocess.run(cmd, env=env, stdin=feeder.stdout, capture_output=True, text=True)
+        feeder.wait()
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+    return seconds
+
+
+def landing_dir(files: list[Path], tmp: Path) -> Path:
+    """A directory holding exactly ``files`` (symlinks, modification times in day order)."""
+    landing = tmp / "landing"
+    landing.mkdir()
+    for i, f in enumerate(files):
+        link = landing / f.name
+        link.symlink_to(f)
+        os.utime(link, (1_000_000 + i, 1_000_000 + i), follow_symlinks=False)
+    return landing
+
+
+def run_args(tmp: Path, landing: Path, *extra: str) -> list[str]:
+    return [
+        *LOGSTREAM,
+        "run",
+        "--input-dir",
+        str(landing),
+        "--format",
+        "common",
+        "--output-dir",
+        str(tmp / "out"),
+        "--state-dir",
+        str(tmp / "state"),
+        "--no-dashboard",
+        "--quiet",
+        *extra,
+    ]
+
+
+def backfill(files: list[Path], per_trigger: int, queries: str) -> float:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-vs-goaccess-"))
+    try:
+        landing = landing_dir(files, tmp)
+        return timed(
+            run_args(
+                tmp,
+                landing,
+                "--trigger",
+                "available-now",
+                "--max-files-per-trigger",
+                str(per_trigger),
+                "--queries",
+                queries,
+            )
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def newest_event_ms(db: Path) -> int | None:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5) as conn:
+            row = conn.execute(
+                "SELECT value FROM pipeline_state WHERE key = 'max_event_time_ms'"
+            ).fetchone()
+    except sqlite3.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def event_ms(line: str) -> int:
+    """Epoch ms of a Common Log Format line's timestamp (oracle-free: strptime)."""
+    from datetime import datetime
+
+    text = line[line.index("[") + 1 : line.index("]")]
+    return int(datetime.strptime(text, "%d/%b/%Y:%H:%M:%S %z").timestamp() * 1000)
+
+
+def live(files: list[Path], rate: int, seconds: int) -> dict:
+    """Feed ``rate`` lines/s of the July input, in order, for ``seconds`` and measure
+    line-to-store latency per chunk."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-live-"))
+    landing = tmp / "landing"
+    landing.mkdir()
+    lines = [line for f in files for line in f.read_text().splitlines(keepends=True)]
+    (landing / "seed.log").write_text("".join(lines[:100]))
+    proc = subprocess.Popen(
+        run_args(tmp, landing, "--trigger", "2 seconds"),
+        env={**os.environ, "LOGSTREAM_SPARK_UI": "false"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    db = tmp / "out" / "logstream.db"
+    started = time.monotonic()
+    while newest_event_ms(db) is None:  # the JVM and the first micro-batch
+        if proc.poll() is not None or time.monotonic() - started > 180:
+            proc.kill()
+            raise SystemExit(f"the pipeline did not start: {proc.stderr.read()[-3000:]}")
+        time.sleep(0.1)
+    landed: list[tuple[float, int]] = []  # (landing time, newest event ms of the chunk)
+    stop = threading.Event()
+    per_tick = max(1, rate // 10)  # a chunk every 0.1 s
+
+    def feed() -> None:
+        pos, n, tick = 100, 0, time.monotonic()
+        while not stop.is_set():
+            chunk = lines[pos : pos + per_tick]
+            if len(chunk) < per_tick:  # the end of the input
+                break
+            pos += per_tick
+            part = tmp / f".part-{n}"
+            part.write_text("".join(chunk))
+            part.rename(landing / f"feed-{n:06d}.log")
+            landed.append((time.monotonic(), max(event_ms(x) for x in chunk)))
+            n += 1
+            tick += 0.1
+            stop.wait(max(0.0, tick - time.monotonic()))
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    latencies: list[float] = []
+    pending = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline + 30:
+        newest = newest_event_ms(db)
+        now = time.monotonic()
+        while pending < len(landed) and newest is not None and landed[pending][1] <= newest:
+            latencies.append(now - landed[pending][0])
+            pending += 1
+        if now > deadline:
+            stop.set()
+            if pending >= len(landed):
+                break
+        time.sleep(0.1)
+    stop.set()
+    feeder.join(5)
+    proc.terminate()
+    proc.wait(60)
+    shutil.rmtree(tmp, ignore_errors=True)
+    fed = len(landed) * per_tick
+    qs = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else [None] * 19
+    return {
+        "rate_lines_per_s": rate,
+        "seconds": seconds,
+        "lines_fed": fed,
+        "chunks_fed": len(landed),
+        "chunks_seen_in_store": len(latencies),
+        "latency_s_p50": round(statistics.median(latencies), 2) if latencies else None,
+        "latency_s_p95": round(qs[18], 2) if qs[18] is not None else None,
+        "latency_s_max": round(max(latencies), 2) if latencies else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--days", type=int, default=31)
+    parser.add_argument("--files-per-trigger", type=int, default=31)
+    parser.add_argument("--skip-live", action="store_true")
+    parser.add_argument("--live-rate", type=int, default=10_000)
+    parser.add_argument("--live-seconds", type=int, default=120)
+    parser.add_argument("--out", type=Path, default=RESULTS / "vs-goaccess.json")
+    args = parser.parse_args()
+    files = build_july(DEFAULT_OUT, args.days)
+    lines = 35272 * len(files)
+    goaccess = ensure_goaccess()
+    version = subprocess.run([goaccess, "--version"], capture_output=True, text=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-vs-goaccess-"))
+    figures: dict[str, float] = {}
+    figures["goaccess"] = timed(
+        [goaccess, "-", "--log-format=COMMON", "--no-ip-validation", "-o", str(tmp / "g.json")],
+        stdin_files=files,
+    )
+    report_json = str(tmp / "r.json")
+    batch_cmd = [*LOGSTREAM, "batch", str(files[0].parent), "--format", "common"]
+    figures["batch"] = timed([*batch_cmd, "--quiet", "--json", report_json])
+    figures["backfill_full"] = backfill(files, args.files_per_trigger, "all")
+    figures["backfill_ingest"] = backfill(files, args.files_per_trigger, "none")
+    shutil.rmtree(tmp, ignore_errors=True)
+    report = {
+        "input": f"NASA day x{len(files)} (bench/build_july.py), {lines:,} lines",
+        "files_per_trigger": args.files_per_trigger,
+        "goaccess_version": (version.stdout or version.stderr).splitlines()[0],
+        "wall_s": {k: round(v, 2) for k, v in figures.items()},
+        "lines_per_s": {k: round(lines / v) for k, v in figures.items()},
+        "vs_goaccess": {k: round(figures["goaccess"] / v, 3) for k, v in figures.items()},
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+    }
+    if not args.skip_live:
+        report["live"] = live(files, args.live_rate, args.live_seconds)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
