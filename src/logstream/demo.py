@@ -5,11 +5,13 @@
 1. find logs (:func:`logstream.data.find_logs`: an explicit ``--replay`` path, the data
    directory, the download cache), else try ``logstream data fetch nasa``, else fall back to
    the traffic generator — labelled **synthetic** in the terminal and on the dashboard;
-2. replay them into a landing directory (``OUT/landing``) at ``--speedup`` (600: ten minutes
-   of event time per second), looping with shifted event times so the demo runs until
-   stopped;
-3. run the streaming pipeline on that directory (processing-time trigger), with the SQLite
-   store and Parquet outputs under ``OUT``;
+2. replay them at ``--speedup`` (600: ten minutes of event time per second) into a growing
+   log, ``OUT/landing/access.log``, as a web server writes its access log, rotated like
+   logrotate every ``--rotate-every`` of event time (``access.log.1``, then
+   ``access.log.2.gz`` …), looping with shifted event times so the demo runs until stopped;
+3. follow that log (``--follow "OUT/landing/access.log*"``: :mod:`logstream.sources.follow`,
+   exactly once across the rotations) with the streaming pipeline (processing-time
+   trigger), with the SQLite store and Parquet outputs under ``OUT``;
 4. serve the dashboard on http://127.0.0.1:8050 and print a progress line per micro-batch;
 5. stop on Ctrl-C / SIGTERM or after ``--duration``, and say where the outputs are.
 
@@ -31,10 +33,10 @@ from logstream.data import DATASETS, DataFetchError, fetch, find_logs
 from logstream.pipeline import Pipeline, PipelineConfig
 from logstream.pipeline.run import detect_file_format
 from logstream.replay import (
-    ChunkDirSink,
     Record,
     Replayer,
     ReplayOptions,
+    RotatingFileSink,
     iter_file_records,
 )
 
@@ -63,6 +65,8 @@ class DemoSettings:
         Try to download the NASA log when no log is found locally.
     trigger : str
         Processing-time trigger of the pipeline.
+    rotate_every_s : float
+        Event seconds between two rotations of the followed ``access.log``.
     """
 
     logs: list[Path] = field(default_factory=list)
@@ -74,6 +78,7 @@ class DemoSettings:
     port: int = 8050
     fetch: bool = True
     trigger: str = "2 seconds"
+    rotate_every_s: float = 10_800.0
 
 
 @dataclass(frozen=True)
@@ -151,8 +156,11 @@ def run_demo(
         shutil.rmtree(out)
     landing = out / "landing"
     landing.mkdir(parents=True)
+    access_log = (landing / "access.log").absolute()
     cfg = PipelineConfig.build(
-        input_dir=landing,
+        source="follow",
+        # the rotated access.log.1 too: a rotation before the first micro-batch loses nothing
+        follow=(f"{access_log}*",),
         output_dir=out / "stream",
         state_dir=out / "state",
         store=f"sqlite:///{out / 'logstream.db'}",
@@ -166,7 +174,7 @@ def run_demo(
     replay_stop = threading.Event()
     replayer = Replayer(
         source.records,
-        ChunkDirSink(landing, chunk_lines=20_000, chunk_seconds=1.0),
+        RotatingFileSink(access_log, rotate_every_s=settings.rotate_every_s),
         ReplayOptions(speedup=settings.speedup, loop=not source.synthetic),
         stop_event=replay_stop,
     )
@@ -181,7 +189,8 @@ def run_demo(
         )
         console.print(f"dashboard: [bold]{server.url}[/bold]")
     console.print(
-        f"replaying {source.label} at ×{settings.speedup:g} into {landing}; "
+        f"replaying {source.label} at ×{settings.speedup:g} into {access_log} (rotated every "
+        f"{settings.rotate_every_s / 3600:g} h of event time), followed by the pipeline; "
         f"outputs in {out} (store {cfg.store_path}); Ctrl-C stops"
     )
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 
 import pytest
 
 from logstream.cli import main
-from logstream.replay import iter_lines
+from logstream.replay import RotatingFileSink, iter_lines
 from tests.conftest import NASA_JUL_2000, data_file
 
 
@@ -56,11 +57,52 @@ def test_replay_to_a_directory_with_late_lines_and_a_summary(jul_2000, tmp_path,
         assert late["sent_index"] > late["line_number"]  # held back, so later in the stream
 
 
+def test_replay_to_a_growing_log_rotated_by_event_time_like_logrotate(nasa_day, tmp_path, capsys):
+    """``--file`` writes the real day as a server writes its access log; ``--rotate-every 6h``
+    rotates it by the lines' own times (NASA's -0400 times: the UTC day's 6-hour periods):
+    ``access.log.1`` kept plain (delaycompress), older rotations gzipped."""
+    log = tmp_path / "logs" / "access.log"
+    args = ["replay", str(nasa_day), "--file", str(log), "--rotate-every", "6h"]
+    assert main([*args, "--speedup", "1e9", "--quiet"]) == 0
+    assert "sent 35,272 lines" in capsys.readouterr().err
+    names = sorted(os.listdir(log.parent))
+    assert names == ["access.log", *(f"access.log.{n}" for n in ("1", "2.gz", "3.gz", "4.gz"))]
+
+    def lines(name: str) -> list[str]:
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(log.parent / name, "rt", encoding="utf-8", errors="surrogateescape") as fh:
+            return fh.read().splitlines()
+
+    # the day runs 04:00-04:00 UTC: periods 00-06 UTC (its first 2 h), 06-12, 12-18, 18-24, 00-04
+    firsts = {n: lines(n)[0] for n in names}
+    assert "[09/Jul/1995:00:00:00 -0400]" in firsts["access.log.4.gz"]
+    assert "[09/Jul/1995:02:" in firsts["access.log.3.gz"]
+    assert "[09/Jul/1995:08:" in firsts["access.log.2.gz"]
+    assert "[09/Jul/1995:14:" in firsts["access.log.1"]
+    assert "[09/Jul/1995:20:" in firsts["access.log"]
+    written = [line for n in reversed(names) for line in lines(n)]
+    assert written == list(iter_lines(str(nasa_day)))
+
+
+def test_rotation_keeps_the_newest_rotations_only(tmp_path):
+    sink = RotatingFileSink(tmp_path / "a.log", rotate_every_s=60, keep=2)
+    for minute in range(5):
+        sink.write_at(f"line {minute}", minute * 60.0 + 1)
+    sink.close()
+    assert sorted(os.listdir(tmp_path)) == ["a.log", "a.log.1", "a.log.2.gz"]
+    assert (tmp_path / "a.log").read_text() == "line 4\n"
+    assert (tmp_path / "a.log.1").read_text() == "line 3\n"
+    assert gzip.decompress((tmp_path / "a.log.2.gz").read_bytes()) == b"line 2\n"
+    assert sink.info() == {"path": str(tmp_path / "a.log"), "lines": 5, "rotations": 4}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["{f}"], "give exactly one output"),
         (["{f}", "--tcp", "127.0.0.1:0", "--dir", "{tmp}"], "give exactly one output"),
+        (["{f}", "--file", "{tmp}/a.log", "--dir", "{tmp}"], "give exactly one output"),
+        (["{f}", "--file", "{tmp}/a.log", "--rotate-every", "0s"], "must be positive"),
         (["{f}", "--dir", "{tmp}", "--speedup", "10", "--rate", "5"], "not both"),
         (["{f}", "--dir", "{tmp}", "--late-fraction", "0.1"], "needs --late-by"),
         (["{f}", "--dir", "{tmp}", "--late-fraction", "0.1", "--late-by", "soon"], "--late-by"),

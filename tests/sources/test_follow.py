@@ -163,6 +163,23 @@ def test_truncated_then_regrown_past_the_offset_is_caught_by_crc(tmp_path):
     assert values(read_between(first, second)) == [f"after {i}" for i in range(5)]
 
 
+def test_an_inode_reused_under_another_matched_name_is_a_new_file_not_a_truncation(tmp_path):
+    """logrotate's delaycompress deletes ``access.log.1`` and the server's new ``access.log``
+    may get its inode: same identity, another name, other bytes. Simulated by moving the
+    inode itself (rename, then rewrite) since a test cannot make the kernel reuse one."""
+    rotated, live = tmp_path / "access.log.1", tmp_path / "access.log"
+    append(rotated, lines_text("old", 3))
+    patterns = [str(tmp_path / "access.log*")]
+    first = scan(initial_offset(), patterns)
+    os.replace(rotated, live)
+    os.truncate(live, 0)
+    append(live, lines_text("new", 4))
+    second = scan(roundtrip(first), patterns)
+    assert (second["truncations"], second["lost_bytes"], second["lost_files"]) == (0, 0, 0)
+    assert entry(second, live)["gen"] == 1
+    assert values(read_between(first, second)) == [f"new {i}" for i in range(4)]
+
+
 def test_disappeared_file_counts_lost_bytes_and_files(tmp_path):
     done, behind = tmp_path / "done.log", tmp_path / "behind.log"
     append(done, lines_text("d", 2))

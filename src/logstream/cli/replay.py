@@ -1,4 +1,5 @@
-"""``logstream replay``: replay real logs as a live stream (TCP server or chunk directory)."""
+"""``logstream replay``: replay real logs as a live stream (TCP server, chunk directory, or a
+growing, rotated log file)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,23 @@ ChunkSecondsOption = Annotated[
     str,
     typer.Option("--chunk-seconds", help="With --dir: publish a chunk after this long (5s, 1m)."),
 ]
+FileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--file",
+        help="Append lines to this growing log file as a web server does, rotated by "
+        "--rotate-every (for logstream run --follow).",
+    ),
+]
+RotateEveryOption = Annotated[
+    str,
+    typer.Option(
+        "--rotate-every",
+        metavar="DURATION",
+        help="With --file: rotate it like logrotate (NAME.1, then NAME.2.gz …) every this "
+        "much event time (1h, 3h, 1d).",
+    ),
+]
 WaitOption = Annotated[
     bool,
     typer.Option(
@@ -54,12 +72,25 @@ def make_sink(
     chunk_lines: int,
     chunk_seconds: str,
     wait: bool,
+    file: Path | None = None,
+    rotate_every: str = "3h",
 ) -> LineSink:
-    """Build the TCP or chunk-directory sink named by the options (exactly one)."""
-    from logstream.replay import ChunkDirSink, TcpLineServer, parse_duration, parse_host_port
+    """Build the TCP, chunk-directory or rotating-file sink named by the options (one)."""
+    from logstream.replay import (
+        ChunkDirSink,
+        RotatingFileSink,
+        TcpLineServer,
+        parse_duration,
+        parse_host_port,
+    )
 
-    if (tcp is None) == (directory is None):
-        raise ConfigError("give exactly one output: --tcp HOST:PORT or --dir DIR")
+    if sum(x is not None for x in (tcp, directory, file)) != 1:
+        raise ConfigError("give exactly one output: --tcp HOST:PORT, --dir DIR or --file PATH")
+    if file is not None:
+        if file.is_dir():
+            raise ConfigError(f"--file {str(file)!r} is a directory; give the log file's path")
+        every = parse_duration(rotate_every, option="--rotate-every")
+        return RotatingFileSink(file, rotate_every_s=every)
     if tcp is not None:
         host, port = parse_host_port(tcp)
         return TcpLineServer(host, port, wait_for_client=wait)
@@ -72,11 +103,13 @@ def make_sink(
 
 
 def describe_sink(sink: object) -> str:
-    """``tcp://HOST:PORT`` or the chunk directory, for messages."""
-    from logstream.replay import TcpLineServer
+    """``tcp://HOST:PORT``, the chunk directory or the rotating file, for messages."""
+    from logstream.replay import RotatingFileSink, TcpLineServer
 
     if isinstance(sink, TcpLineServer):
         return f"tcp://{sink.address[0]}:{sink.address[1]}"
+    if isinstance(sink, RotatingFileSink):
+        return f"{sink.path} (rotated every {sink.rotate_every_s:g} s of event time)"
     return f"chunks in {getattr(sink, 'directory', '?')}"
 
 
@@ -91,6 +124,8 @@ def replay(
     ],
     tcp: TcpOption = None,
     directory: DirOption = None,
+    file: FileOption = None,
+    rotate_every: RotateEveryOption = "3h",
     speedup: Annotated[
         float | None,
         typer.Option(
@@ -187,7 +222,13 @@ def replay(
             f"cannot write --summary {str(summary_path)!r}: its directory does not exist"
         )
     sink = make_sink(
-        tcp, directory, chunk_lines=chunk_lines, chunk_seconds=chunk_seconds, wait=wait
+        tcp,
+        directory,
+        chunk_lines=chunk_lines,
+        chunk_seconds=chunk_seconds,
+        wait=wait,
+        file=file,
+        rotate_every=rotate_every,
     )
     pace = (
         f"rate {options.rate_per_s:g} lines/s"

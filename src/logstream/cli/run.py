@@ -298,6 +298,13 @@ def run(
     speedup: Annotated[
         float, typer.Option("--speedup", help="Demo: event seconds replayed per second.")
     ] = 600.0,
+    rotate_every: Annotated[
+        str,
+        typer.Option(
+            "--rotate-every",
+            help="Demo: rotate the followed access.log every this much event time (1h, 3h).",
+        ),
+    ] = "3h",
     demo_out: Annotated[
         Path,
         typer.Option("--demo-out", help="Demo: where everything is written (emptied at start)."),
@@ -346,6 +353,12 @@ def run(
         except ValueError as exc:
             raise ConfigError(f"--duration: {exc}") from exc
     with_dashboard = demo if v["dashboard"] is None else v["dashboard"]
+    try:
+        rotate_every_s = interval_seconds(str(v["rotate_every"]))
+        if rotate_every_s <= 0:
+            raise ValueError(f"{v['rotate_every']!r} must be longer than zero")
+    except ValueError as exc:
+        raise ConfigError(f"--rotate-every: {exc}") from exc
 
     settings = SparkSettings.build(master=v["master"])
     cfg = None  # checked before the JVM starts, so a bad option fails at once
@@ -423,6 +436,7 @@ def run(
             demo_settings = DemoSettings(
                 logs=list(v["replay"] or []),
                 speedup=v["speedup"],
+                rotate_every_s=rotate_every_s,
                 duration_s=duration_s,
                 out_dir=v["demo_out"],
                 dashboard=with_dashboard,

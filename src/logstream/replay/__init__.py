@@ -24,7 +24,7 @@ from logstream.replay.clock import Clock, ManualClock, SystemClock
 from logstream.replay.engine import LateLine, Replayer, ReplayOptions, ReplaySummary
 from logstream.replay.pacing import Pacer
 from logstream.replay.reader import Record, expand_files, iter_file_records, iter_lines, open_log
-from logstream.replay.sinks import FileSink, LineSink, ListSink
+from logstream.replay.sinks import FileSink, LineSink, ListSink, RotatingFileSink
 from logstream.replay.tcp import DEFAULT_HOST, TcpLineServer, parse_host_port
 from logstream.replay.timeshift import ClfTime, find_clf_time, format_clf_time, shift_line
 from logstream.replay.units import parse_duration
@@ -44,6 +44,7 @@ __all__ = [
     "ReplayOptions",
     "ReplaySummary",
     "Replayer",
+    "RotatingFileSink",
     "SystemClock",
     "TcpLineServer",
     "expand_files",

@@ -375,7 +375,7 @@ class Replayer:
     def _emit(self, text: str, event_s: float | None) -> None:
         deadline = self.pacer.deadline(event_s)
         self._wait_until(deadline)
-        self.sink.write(text)
+        self.sink.write_at(text, event_s)
         s = self.summary
         s.lines_sent += 1
         if s.first_event_s is None and event_s is not None:

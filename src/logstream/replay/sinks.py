@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import BinaryIO
@@ -17,7 +18,7 @@ from typing import BinaryIO
 from logstream.errors import ConfigError
 from logstream.replay.reader import ENCODING, ENCODING_ERRORS
 
-__all__ = ["FileSink", "LineSink", "ListSink"]
+__all__ = ["FileSink", "LineSink", "ListSink", "RotatingFileSink"]
 
 
 class LineSink:
@@ -29,6 +30,14 @@ class LineSink:
     def write(self, line: str) -> None:
         """Accept one line, without its line ending (it may be buffered until :meth:`flush`)."""
         raise NotImplementedError
+
+    def write_at(self, line: str, event_s: float | None) -> None:
+        """Accept one line with its event time (epoch seconds, None when unknown).
+
+        The replay calls this; sinks that act on event time (:class:`RotatingFileSink`)
+        override it, the others just :meth:`write`.
+        """
+        self.write(line)
 
     def flush(self) -> float:
         """Deliver buffered lines.
@@ -143,3 +152,111 @@ class FileSink(LineSink):
     def info(self) -> dict[str, object]:
         """Return the path and the number of lines written."""
         return {"path": self.path, "lines": self.lines_written}
+
+
+class RotatingFileSink(LineSink):
+    """Append lines to a log file as a web server does, and rotate it as logrotate does.
+
+    The file grows line by line (flushed at each :meth:`flush`, so a follower sees whole lines
+    and, between flushes, possibly a last line without its ``\\n``). Every ``rotate_every_s``
+    seconds of **event time** (the replayed lines' own timestamps, so the rotation falls on the
+    same log lines at any speed-up) it is rotated the way ``logrotate`` with ``rotate KEEP``,
+    ``compress`` and ``delaycompress`` rotates a server log:
+
+    1. ``NAME.K.gz`` → ``NAME.(K+1).gz`` for the older rotations (beyond ``keep``: deleted);
+    2. ``NAME.1`` (the previous rotation, left uncompressed so a reader can finish it) is
+       compressed into ``NAME.2.gz`` and deleted;
+    3. ``NAME`` → ``NAME.1`` by rename, and a new, empty ``NAME`` is created.
+
+    This is what ``logstream run --follow "NAME*"`` reads exactly once (docs/follow.md).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The growing log (``out/demo/landing/access.log``); its directory is created when
+        missing. An existing file is appended to.
+    rotate_every_s : float, default 10800
+        Event seconds per file (3 hours). A line without an event time never rotates.
+    keep : int, default 4
+        Rotations kept besides the live file (``NAME.1`` and ``NAME.2.gz`` … ``NAME.KEEP.gz``).
+
+    Raises
+    ------
+    ConfigError
+        When the directory cannot be created, ``path`` is a directory, or a limit is not
+        positive.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, rotate_every_s: float = 10_800.0, keep: int = 4
+    ) -> None:
+        if rotate_every_s <= 0:
+            raise ConfigError(f"rotation period must be positive, got {rotate_every_s!r} s")
+        if keep < 1:
+            raise ConfigError(f"rotations kept must be at least 1, got {keep!r}")
+        self.path = Path(path)
+        self.rotate_every_s = float(rotate_every_s)
+        self.keep = keep
+        self.lines_written = 0
+        self.rotations = 0
+        self._period: int | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh: BinaryIO = open(self.path, "ab")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {str(self.path)!r}: {exc.strerror}") from exc
+
+    def _rotated(self, n: int) -> Path:
+        name = f"{self.path.name}.{n}" + ("" if n == 1 else ".gz")
+        return self.path.with_name(name)
+
+    def rotate(self) -> None:
+        """Rotate now (steps 1–3 of the class docstring)."""
+        self._fh.flush()
+        self._fh.close()
+        self._rotated(self.keep).unlink(missing_ok=True)
+        for n in range(self.keep - 1, 1, -1):
+            if self._rotated(n).exists():
+                os.replace(self._rotated(n), self._rotated(n + 1))
+        first = self._rotated(1)
+        if first.exists():
+            if self.keep >= 2:
+                with open(first, "rb") as src, gzip.open(self._rotated(2), "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            first.unlink()
+        os.replace(self.path, first)
+        self._fh = open(self.path, "ab")
+        self.rotations += 1
+
+    def write_at(self, line: str, event_s: float | None) -> None:
+        """Rotate first when ``event_s`` starts a new period, then write ``line``."""
+        if event_s is not None:
+            period = int(event_s // self.rotate_every_s)
+            if self._period is not None and period > self._period:
+                self.rotate()
+            if self._period is None or period > self._period:
+                self._period = period
+        self.write(line)
+
+    def write(self, line: str) -> None:
+        """Append ``line`` and a ``\\n`` (buffered until :meth:`flush`)."""
+        self._fh.write((line + "\n").encode(ENCODING, ENCODING_ERRORS))
+        self.lines_written += 1
+
+    def flush(self) -> float:
+        """Hand the buffered lines to the file system (a follower sees them now)."""
+        self._fh.flush()
+        return 0.0
+
+    def close(self) -> None:
+        """Flush and close the live file (it is not rotated)."""
+        self._fh.flush()
+        self._fh.close()
+
+    def status(self) -> str:
+        """``3 rotations``."""
+        return f"{self.rotations} rotations"
+
+    def info(self) -> dict[str, object]:
+        """Return the path, lines written and rotations."""
+        return {"path": str(self.path), "lines": self.lines_written, "rotations": self.rotations}

@@ -401,8 +401,14 @@ def scan(
       rotated name) whose bytes before the offset changed is another file that was given the
       deleted file's inode (e.g. logrotate compressed and deleted ``access.log.1``, then
       ``copytruncate`` created a new ``access.log.1``): it is dropped, not read.
+    * Inode reused under a matched name: a followed file found under another name the
+      patterns match (``access.log.1`` before, ``access.log`` now) whose bytes before the
+      offset changed is a new file that was given a deleted file's inode (logrotate's
+      ``delaycompress`` deleted ``access.log.1``, then the server created ``access.log``): it
+      is read from byte 0, ``gen`` grows by one, and the old file's unread bytes count as lost.
     * Truncated: a file smaller than its offset, or whose bytes before the offset changed
-      (``crc``), is read again from byte 0: ``gen`` and ``truncations`` grow by one, and
+      (``crc``), under the same name, is read again from byte 0: ``gen`` and ``truncations``
+      grow by one, and
       the bytes seen past the old offset count as lost (``copytruncate`` moved them to the
       copy, which is a new file).
     """
@@ -451,6 +457,7 @@ def scan(
             continue
         fd, path = opened
         try:
+            renamed = f["path"] != path
             f["path"] = path
             size = os.fstat(fd).st_size
             old = f["offset"]
@@ -469,8 +476,13 @@ def scan(
                 continue
             if rewritten:
                 lost = max(0, seen.get(ident, old) - old)
-                log.warning("%s was truncated or rewritten: reading it again from 0", path)
-                truncations += 1
+                if renamed:  # under another matched name: a new file reusing a deleted inode
+                    log.info("%s reuses the inode of a deleted followed file: reading it", path)
+                    if lost:
+                        lost_files += 1
+                else:
+                    log.warning("%s was truncated or rewritten: reading it again from 0", path)
+                    truncations += 1
                 lost_bytes += lost
                 f.update(offset=0, gen=f["gen"] + 1, crc=0)
             seen[ident] = size
