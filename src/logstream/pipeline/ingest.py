@@ -643,7 +643,16 @@ class IngestStage:
             closed = closed.where(
                 F.unix_millis("session_start") > F.lit(since + self.settings.session_gap_ms)
             )
-        count = closed.count()
+        # this batch's statistics per window: one small collect that also counts the sessions
+        fresh = [
+            (r[0], r[1], r[2], r[3], r[4], bytes(r[5]))
+            for r in analytics.session_stats_per_window(closed, s.session_stats_window)
+            .select(
+                iso("window_start"), iso("window_end"), "sessions", "bounces", "pages", "sketch"
+            )
+            .collect()
+        ]
+        count = sum(r[2] for r in fresh)
         if count:
             publish_batch(closed, self.output_dir / "sessions", write.batch_id)
             latest = (
@@ -666,26 +675,28 @@ class IngestStage:
             )
             write.sessions_closed = count
             write.sessions = [tuple(r) for r in reversed(latest)]
-            write.session_stats = self._merged_session_stats(closed)
+            write.session_stats = self._merged_session_stats(closed.sparkSession, fresh)
         return still_open
 
-    def _merged_session_stats(self, closed: DataFrame) -> list[tuple[object, ...]]:
-        """This batch's session statistics per window merged with the stored ones (KLL
-        sketches of durations merge exactly: ``kll_merge_agg_bigint``)."""
-        fresh = [
-            (r[0], r[1], r[2], r[3], r[4], bytes(r[5]))
-            for r in analytics.session_stats_per_window(closed, self.settings.session_stats_window)
-            .select(
-                iso("window_start"), iso("window_end"), "sessions", "bounces", "pages", "sketch"
-            )
-            .collect()
-        ]
+    def _merged_session_stats(
+        self, spark: Any, fresh: list[tuple[Any, ...]]
+    ) -> list[tuple[object, ...]]:
+        """This batch's session statistics per window (``fresh``: window start and end, ISO
+        text; sessions, bounces, pages; KLL sketch) merged with the stored ones (KLL sketches
+        of durations merge exactly: ``kll_merge_agg_bigint``). The few rows become a literal
+        table (``inline``), not a Python-created DataFrame, so no Python worker starts."""
         stored = self.store.session_stats_rows(r[0] for r in fresh)
-        merged = closed.sparkSession.createDataFrame(
-            fresh + stored,
-            "window_start string, window_end string, sessions bigint, bounces bigint, "
-            "pages bigint, sketch binary",
+        names = ("window_start", "window_end", "sessions", "bounces", "pages", "sketch")
+        types = ("string", "string", "bigint", "bigint", "bigint", "binary")
+        rows = F.array(
+            *(
+                F.struct(
+                    *(F.lit(v).cast(t).alias(n) for v, n, t in zip(row, names, types, strict=True))
+                )
+                for row in fresh + stored
+            )
         )
+        merged = spark.range(1).select(F.inline(rows))
         return [
             (*r[:7], bytes(r[7]))
             for r in merged.groupBy("window_start", "window_end")
