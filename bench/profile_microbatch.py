@@ -1,0 +1,143 @@
+"""Where a small (live-sized) micro-batch spends its time: per ingest step and per Spark job.
+
+The live demo's micro-batches hold a few thousand lines, and their time is almost all fixed
+cost. This runs the pipeline in-process on the real NASA day (1995-07-09) cut into chunks of
+``--chunk-lines`` lines, one chunk per micro-batch (``--trigger available-now``,
+``--max-files-per-trigger 1``), and reports for each micro-batch after the first (which also
+pays for the JVM's warm-up):
+
+* the query's ``durationMs`` (``addBatch`` is the ``foreachBatch`` step);
+* the ingest steps' seconds (:attr:`logstream.pipeline.ingest.IngestStage.timings`: parse,
+  events, windows, live_views, alerts, sessions, store, snapshot);
+* Spark jobs and stages per micro-batch, and the summed wall time of the jobs of each step
+  (the Spark UI's REST API, ``/api/v1/applications/<id>/jobs``; the ingest names its jobs
+  ``logstream ingest: <step>``).
+
+Usage::
+
+    python bench/profile_microbatch.py                     # bench/results/profile-microbatch.json
+    python bench/profile_microbatch.py --chunk-lines 20000 --label microbatch-20k
+
+One run, ``local[2]``; the figures are for this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
+
+
+def _get(url: str) -> list[dict]:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def profile(chunk_lines: int, chunks: int) -> dict:
+    from logstream.config import SparkSettings
+    from logstream.pipeline import Pipeline, PipelineConfig
+    from logstream.session import get_spark
+
+    data = Path(os.environ.get("LOGSTREAM_DATA_DIR", "../shared/data"))
+    with gzip.open(data / DAY_FILE, "rt", encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    tmp = Path(tempfile.mkdtemp(prefix="profile-microbatch-"))
+    landing = tmp / "landing"
+    landing.mkdir()
+    for i in range(chunks):
+        chunk = landing / f"chunk-{i:04d}.log"
+        chunk.write_text("\n".join(lines[i * chunk_lines : (i + 1) * chunk_lines]) + "\n")
+        os.utime(chunk, (1_000_000 + i, 1_000_000 + i))
+    spark = get_spark(SparkSettings(master="local[2]", ui_enabled=True, app_name="microbatch"))
+    cfg = PipelineConfig.build(
+        input_dir=landing,
+        output_dir=tmp / "out",
+        state_dir=tmp / "state",
+        log_format="common",
+        trigger="available-now",
+        max_files_per_trigger=1,
+    )
+    pipeline = Pipeline(spark, cfg)
+    steps: list[dict[str, float]] = []
+    seen: dict[str, float] = {}
+
+    def record(step: str, batch_id: int) -> None:
+        if step == "snapshot_written":
+            now = dict(pipeline.ingest.timings)
+            steps.append({k: round(v - seen.get(k, 0.0), 3) for k, v in now.items()})
+            seen.update(now)
+
+    pipeline.ingest.step_hook = record
+    started = time.perf_counter()
+    pipeline.run()
+    wall = time.perf_counter() - started
+    pipeline.stop()
+    progress = [p for q in pipeline.queries for p in q.recentProgress if p.numInputRows]
+
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    jobs = _get(f"{base}/jobs")
+    stages = {s["stageId"]: s for s in _get(f"{base}/stages")}
+    per_step: dict[str, dict[str, float]] = defaultdict(lambda: {"jobs": 0, "stages": 0})
+    ingest_jobs = [j for j in jobs if (j.get("description") or "").startswith("logstream ingest")]
+    for job in ingest_jobs:
+        step = job["description"].removeprefix("logstream ingest: ")
+        per_step[step]["jobs"] += 1
+        per_step[step]["stages"] += sum(
+            1 for s in job.get("stageIds", []) if stages.get(s, {}).get("status") != "SKIPPED"
+        )
+    n = max(1, len(steps))
+    warm = steps[1:] or steps
+    step_names = sorted({k for s in warm for k in s}, key=lambda k: -sum(s.get(k, 0) for s in warm))
+    result = {
+        "input": f"the NASA day's first {chunk_lines * chunks:,} lines in {chunks} chunks of "
+        f"{chunk_lines:,}, one per micro-batch",
+        "pipeline_wall_s": round(wall, 1),
+        "micro_batches": len(progress),
+        "add_batch_s": [round(p.durationMs["addBatch"] / 1000, 2) for p in progress],
+        "warm_add_batch_s_median": round(
+            statistics.median(p.durationMs["addBatch"] / 1000 for p in progress[1:] or progress),
+            2,
+        ),
+        "warm_step_s_median": {
+            k: round(statistics.median(s.get(k, 0.0) for s in warm), 3) for k in step_names
+        },
+        "spark_jobs_per_batch": round(len(ingest_jobs) / n, 1),
+        "per_step_per_batch": {
+            k: {m: round(v / n, 1) for m, v in row.items()} for k, row in per_step.items()
+        },
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+    }
+    shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chunk-lines", type=int, default=3000)
+    parser.add_argument("--chunks", type=int, default=8)
+    parser.add_argument("--label", default="microbatch")
+    args = parser.parse_args()
+    result = profile(args.chunk_lines, args.chunks)
+    out = RESULTS / f"profile-{args.label}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    print(f"written {out}")
+
+
+if __name__ == "__main__":
+    main()
