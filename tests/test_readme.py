@@ -23,6 +23,7 @@ COVERED_ELSEWHERE = {
     "make run": "tests/test_demo.py (logstream run with no source)",
     "make test": "CI itself (.ci/run)",
     "spark-submit": "tests/cluster/test_spark_submit.py (a real standalone cluster)",
+    "logstream dstream": "tests/dstream/test_wordcount.py (fed by the replay server)",
 }
 
 

@@ -1,0 +1,109 @@
+"""The DStream edition's word count, end to end: the replay server feeds
+``logstream dstream wordcount`` over a socket (a receiver), and the counts are exact."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from logstream.cli import main
+from logstream.dstream import DEPRECATION_NOTICE, streaming_context
+from logstream.replay import Replayer, ReplayOptions, TcpLineServer, iter_file_records, iter_lines
+from tests.conftest import NASA_JUL_2000, data_file
+
+
+def saved_counts(prefix: Path) -> tuple[Counter, int]:
+    """Sum the counts of every batch saved by ``saveAsTextFiles`` (``('word', n)`` lines)."""
+    import ast
+
+    total: Counter = Counter()
+    batches = 0
+    for batch_dir in prefix.parent.glob(f"{prefix.name}-*"):
+        batches += 1
+        for part in batch_dir.glob("part-*"):
+            for line in part.read_text().splitlines():
+                word, n = ast.literal_eval(line)
+                total[word] += n
+    return total, batches
+
+
+def test_wordcount_over_a_socket_counts_every_word_of_the_real_lines(tmp_path):
+    log = data_file(NASA_JUL_2000)
+    expected = Counter(w for line in iter_lines(str(log)) for w in line.split())
+    server = TcpLineServer("127.0.0.1", 0, wait_for_client=True)
+    host, port = server.address
+    replayer = Replayer(lambda: iter_file_records([log]), server, ReplayOptions(rate_per_s=4000))
+    feeder = threading.Thread(target=replayer.run, daemon=True)
+    feeder.start()  # waits for the receiver to connect
+    prefix = tmp_path / "counts" / "wc"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logstream",
+            "dstream",
+            "wordcount",
+            "--socket",
+            f"{host}:{port}",
+            "--batch",
+            "1s",
+            "--duration",
+            "20s",
+            "--save",
+            str(prefix),
+            "--master",
+            "local[2]",  # one core for the receiver, one for the batches
+        ],
+        env={**os.environ, "LOGSTREAM_SPARK_UI": "false"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    replayer.stop_event.set()
+    server.stop()
+    feeder.join(10)
+    log_text = done.stdout + done.stderr
+    assert done.returncode == 0, log_text[-3000:]
+    assert replayer.summary.lines_sent == 2000
+    counts, batches = saved_counts(prefix)
+    assert counts == expected, (sum(counts.values()), sum(expected.values()))
+    assert batches >= 10  # one directory per 1-second batch
+    # the guide's pprint output, and PySpark's deprecation said once, in logstream's words
+    assert "-------------------------------------------\nTime: " in done.stdout
+    assert " ".join(DEPRECATION_NOTICE.split()) in " ".join(log_text.split())
+    assert "FutureWarning" not in log_text
+
+
+def test_the_deprecation_warning_is_caught_where_it_arises_and_no_other(spark):
+    said: list[str] = []
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        ssc = streaming_context(spark.sparkContext, 1, notice=said.append)
+    try:
+        assert said == [DEPRECATION_NOTICE]
+        assert not [w for w in outside if "DStream" in str(w.message)]
+    finally:
+        ssc.stop(stopSparkContext=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give exactly one source"),
+        (["--socket", "localhost:9", "--dir", "{tmp}"], "give exactly one source"),
+        (["--socket", "localhost"], "HOST:PORT"),
+        (["--dir", "{tmp}/missing"], "is not a directory"),
+        (["--socket", "localhost:9", "--batch", "soon"], "is not an interval"),
+    ],
+)
+def test_bad_options_exit_2_before_spark_starts(args, message, tmp_path, capsys):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert main(["dstream", "wordcount", *args]) == 2
+    assert message in capsys.readouterr().err
