@@ -55,7 +55,7 @@ def test_wordcount_over_a_socket_counts_every_word_of_the_real_lines(tmp_path):
             "--batch",
             "1s",
             "--duration",
-            "20s",
+            "10s",
             "--save",
             str(prefix),
             "--master",
@@ -106,4 +106,19 @@ def test_the_deprecation_warning_is_caught_where_it_arises_and_no_other(spark):
 def test_bad_options_exit_2_before_spark_starts(args, message, tmp_path, capsys):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     assert main(["dstream", "wordcount", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--socket", "localhost:9", "--batch", "2s", "--window", "5s"], "multiple of the batch"),
+        (["--socket", "localhost:9", "--store", "{tmp}/a-file/x.db"], "cannot create directory"),
+        (["--socket", "localhost:9", "--format", "%h %Q"], "%Q"),
+    ],
+)
+def test_dstream_run_rejects_bad_options_before_spark_starts(args, message, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("not a directory")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert main(["dstream", "run", *args, "--checkpoint", str(tmp_path / "cp")]) == 2
     assert message in capsys.readouterr().err

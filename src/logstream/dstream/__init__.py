@@ -17,6 +17,13 @@ Examples
 
 from __future__ import annotations
 
+from logstream.dstream.weblog import (
+    DSTREAM_QUERY,
+    TRENDING_QUERY,
+    DStreamSettings,
+    build_weblog_streams,
+    progress_listener,
+)
 from logstream.dstream.wordcount import (
     DEPRECATION_NOTICE,
     parse_socket,
@@ -24,4 +31,14 @@ from logstream.dstream.wordcount import (
     word_counts,
 )
 
-__all__ = ["DEPRECATION_NOTICE", "parse_socket", "streaming_context", "word_counts"]
+__all__ = [
+    "DEPRECATION_NOTICE",
+    "DSTREAM_QUERY",
+    "TRENDING_QUERY",
+    "DStreamSettings",
+    "build_weblog_streams",
+    "parse_socket",
+    "progress_listener",
+    "streaming_context",
+    "word_counts",
+]

@@ -1,0 +1,382 @@
+"""Web-log analytics on DStreams: the book's Part III version of logstream's pipeline.
+
+Per batch of processing time (Spark Streaming Programming Guide; book Ch. 16–22):
+
+* **parse** every line with the same compiled ``LogFormat`` regular expression as the rest of
+  logstream (:class:`~logstream.parsing.logformat.CompiledFormat`, here through Python's
+  :mod:`re`); a line that does not match, or whose status is not a number, is counted by an
+  accumulator created lazily as a singleton (the guide's "Accumulators, Broadcast Variables,
+  and Checkpoints" pattern, so it survives recovery from a checkpoint);
+* **status classes** of the batch: ``reduceByKey``;
+* **trending pages**: ``reduceByKeyAndWindow(add, subtract, window, slide)`` — the window is
+  updated incrementally with the inverse function (the guide's "Window Operations"), and keys
+  whose count fell to zero are filtered out;
+* **running totals per host**: ``updateStateByKey``; a host with no request for
+  ``host_idle_batches`` batches is evicted, so the state stays bounded;
+* **output**: ``foreachRDD`` commits each batch's status classes and counts to the serving
+  store in one transaction keyed by the batch time and a fingerprint of its data (a replayed
+  batch changes nothing: :func:`commit_status_batch`), each slide's top pages keyed by the
+  batch time (they replace nothing and add nothing when replayed), and ``foreachPartition``
+  upserts the host totals (absolute values: idempotent by themselves).
+
+Times here are processing times: a DStream batch holds what arrived during its interval,
+whatever the lines' own timestamps say (see ``docs/dstream.md``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from logstream.parsing import compile_format
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator, SparkContext
+    from pyspark.streaming import DStream
+
+__all__ = [
+    "DSTREAM_QUERY",
+    "TRENDING_QUERY",
+    "DStreamSettings",
+    "HostTotals",
+    "build_weblog_streams",
+    "commit_status_batch",
+    "dstream_store_schema",
+    "parse_line",
+    "progress_listener",
+    "unparseable_accumulator",
+]
+
+#: The DStream edition's query name in the store's ``progress`` table, and the ledger key
+#: (with the batch time in ms) of the trending pages of every slide of the window.
+DSTREAM_QUERY = "dstream"
+TRENDING_QUERY = "dstream_trending"
+
+#: Tables of the DStream edition in the serving store (created on first use).
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS dstream_batches (
+    batch_time TEXT NOT NULL, fingerprint TEXT NOT NULL, requests INTEGER NOT NULL,
+    unparseable_total INTEGER NOT NULL, PRIMARY KEY (batch_time, fingerprint));
+CREATE TABLE IF NOT EXISTS dstream_status (
+    batch_time TEXT NOT NULL, fingerprint TEXT NOT NULL, status_class TEXT NOT NULL,
+    requests INTEGER NOT NULL, PRIMARY KEY (batch_time, fingerprint, status_class));
+CREATE TABLE IF NOT EXISTS dstream_trending (
+    batch_time TEXT NOT NULL, url_path TEXT NOT NULL, requests INTEGER NOT NULL,
+    PRIMARY KEY (batch_time, url_path));
+CREATE TABLE IF NOT EXISTS dstream_hosts (
+    client_host TEXT PRIMARY KEY, requests INTEGER NOT NULL, bytes INTEGER NOT NULL,
+    batch_time TEXT NOT NULL);
+"""
+
+#: One parsed request: (client_host, url_path, status, bytes_sent).
+Request = tuple[str, str, int, int]
+#: A host's running state: (requests, bytes, batches without a request).
+HostTotals = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class DStreamSettings:
+    """Options of ``logstream dstream run``.
+
+    Attributes
+    ----------
+    log_format : str
+        ``common``, ``combined`` or a ``LogFormat`` string.
+    batch_s : float
+        Batch interval, seconds.
+    window_s, slide_s : float
+        Trending pages' window and slide, seconds of processing time (multiples of
+        ``batch_s``; the book's 5 minutes sliding by 1 minute by default).
+    top : int
+        Trending pages kept per batch in the store.
+    host_idle_batches : int
+        A host with no request for this many batches leaves the state.
+    """
+
+    log_format: str = "common"
+    batch_s: float = 1.0
+    window_s: float = 300.0
+    slide_s: float = 60.0
+    top: int = 10
+    host_idle_batches: int = 1800
+
+    def __post_init__(self) -> None:
+        for name in ("window_s", "slide_s"):
+            value = getattr(self, name)
+            ratio = value / self.batch_s
+            if value <= 0 or abs(ratio - round(ratio)) > 1e-9:
+                raise ValueError(
+                    f"{name.removesuffix('_s')} {value:g} s must be a positive multiple of the "
+                    f"batch interval ({self.batch_s:g} s)"
+                )
+        if self.top < 1 or self.host_idle_batches < 1:
+            raise ValueError("top and host_idle_batches must be at least 1")
+
+
+def parse_line(line: str, regex: Any, fields: tuple[str, ...]) -> Request | None:
+    """Parse one access-log line into ``(client_host, url_path, status, bytes_sent)``.
+
+    Returns None when the line does not match the format or its status is not a number (the
+    batch parser quarantines both). ``bytes_sent`` of ``-`` is 0. The path is the request
+    target up to ``?``.
+    """
+    match = regex.match(line)
+    if match is None:
+        return None
+    got = dict(zip(fields, match.groups(), strict=True))
+    status = got.get("status")
+    if status is None or not status.isdigit():
+        return None
+    target = got.get("url_path") or got.get("target") or ""
+    size = got.get("bytes_sent") or "-"
+    return (
+        got.get("client_host") or "-",
+        target.split("?", 1)[0],
+        int(status),
+        int(size) if size.isdigit() else 0,
+    )
+
+
+_UNPARSEABLE: Accumulator[int] | None = None
+
+
+def unparseable_accumulator(sc: SparkContext) -> Accumulator[int]:
+    """The accumulator counting unparseable lines, created on first use (the guide's lazily
+    instantiated singleton, so that a context recovered from a checkpoint gets one too)."""
+    global _UNPARSEABLE
+    if _UNPARSEABLE is None:
+        _UNPARSEABLE = sc.accumulator(0)
+    return _UNPARSEABLE
+
+
+def _update_host(new: Iterable[tuple[int, int]], state: HostTotals | None, idle: int) -> Any:
+    requests, size, quiet = state if state is not None else (0, 0, 0)
+    values = list(new)
+    if not values:
+        return None if quiet + 1 >= idle else (requests, size, quiet + 1)
+    return (requests + len(values), size + sum(b for _, b in values), 0)
+
+
+def dstream_store_schema(path: Path | str) -> None:
+    """Create the DStream edition's tables in the serving store at ``path``."""
+    with sqlite3.connect(path, timeout=30) as conn:
+        conn.executescript(_SCHEMA)
+
+
+_FINGERPRINT_MOD = 1 << 61
+
+
+def _crc(request: Request) -> int:
+    import zlib
+
+    return zlib.crc32(repr(request).encode("utf-8", "surrogatepass"))
+
+
+def commit_status_batch(
+    store_path: str,
+    batch_time: str,
+    fingerprint: str,
+    classes: list[tuple[str, tuple[int, int]]],
+    unparseable_total: int,
+) -> bool:
+    """Commit one batch's status classes exactly once, keyed by (batch time, fingerprint).
+
+    The batch time alone is not a safe key: after a driver restart, Spark Streaming generates
+    the batches between its last checkpoint and the restart again, and a receiver's new lines
+    can land in a batch time that the previous run had already committed (observed with the
+    socket source). The fingerprint (record count and sum of the records' CRC-32) tells a
+    replay of the same batch (skipped) from other data under the same time (committed).
+
+    Returns
+    -------
+    bool
+        True when committed now, False for a replay of a committed batch.
+    """
+    total = sum(n for _, (n, _h) in classes)
+    with sqlite3.connect(store_path, timeout=60) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        if conn.execute(
+            "SELECT 1 FROM dstream_batches WHERE batch_time = ? AND fingerprint = ?",
+            (batch_time, fingerprint),
+        ).fetchone():
+            return False
+        conn.execute(
+            "INSERT INTO dstream_batches VALUES (?, ?, ?, ?)",
+            (batch_time, fingerprint, total, unparseable_total),
+        )
+        conn.executemany(
+            "INSERT INTO dstream_status VALUES (?, ?, ?, ?)",
+            [(batch_time, fingerprint, c, n) for c, (n, _h) in classes],
+        )
+    return True
+
+
+def _ms(t: datetime) -> int:
+    return round(t.timestamp() * 1000)
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _write_hosts(store_path: str, batch_time: str) -> Callable[[Iterator[Any]], None]:
+    def write(rows: Iterator[tuple[str, HostTotals]]) -> None:
+        batch = [(host, s[0], s[1], batch_time) for host, s in rows]
+        if not batch:
+            return
+        with sqlite3.connect(store_path, timeout=60) as conn:
+            conn.executemany(
+                "INSERT INTO dstream_hosts(client_host, requests, bytes, batch_time) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT(client_host) DO UPDATE SET "
+                "requests = excluded.requests, bytes = excluded.bytes, "
+                "batch_time = excluded.batch_time",
+                batch,
+            )
+
+    return write
+
+
+def build_weblog_streams(
+    lines: DStream, settings: DStreamSettings, store_path: Path | str
+) -> dict[str, DStream]:
+    """Build the DStream graph of the web-log analytics on ``lines`` (see the module docs).
+
+    Parameters
+    ----------
+    lines : DStream of str
+        One access-log line per element (socket, text files, queue).
+    settings : DStreamSettings
+    store_path : path
+        The SQLite serving store the output operations write (tables ``dstream_batches``,
+        ``dstream_status``, ``dstream_trending``, ``dstream_hosts``; the trending pages
+        under ledger key :data:`TRENDING_QUERY` with the batch time in ms).
+
+    Returns
+    -------
+    dict of str to DStream
+        ``requests`` (parsed requests), ``status`` ((class, count) per batch), ``pages``
+        ((url_path, count) over the window), ``hosts`` ((host, (requests, bytes, idle))),
+        for tests and further output operations.
+
+    Notes
+    -----
+    The context must have a checkpoint directory (``ssc.checkpoint``): the inverse-function
+    window and ``updateStateByKey`` keep state across batches.
+    """
+    from logstream.serving import ServingStore
+
+    fmt = compile_format(settings.log_format)
+    pattern, fields = fmt.regex, fmt.fields
+    store_file = str(Path(store_path).absolute())
+    ServingStore(store_file)
+    dstream_store_schema(store_file)
+
+    def parse_rdd(rdd: Any) -> Any:
+        # on the driver, once per batch: the accumulator singleton of the (maybe recovered)
+        # context goes into the closure the executors run
+        bad_lines = unparseable_accumulator(rdd.context)
+
+        def parse_partition(part: Iterable[str]) -> Iterator[Request]:
+            import re
+
+            regex = re.compile(pattern)
+            bad = 0
+            for line in part:
+                request = parse_line(line, regex, fields)
+                if request is None:
+                    bad += 1
+                else:
+                    yield request
+            if bad:
+                bad_lines.add(bad)
+
+        return rdd.mapPartitions(parse_partition)
+
+    requests = lines.transform(parse_rdd)
+    # (class, (requests, sum of the requests' CRC-32)): the sums fingerprint the batch's data
+    status = requests.map(lambda r: (f"{r[2] // 100}xx", (1, _crc(r)))).reduceByKey(
+        lambda a, b: (a[0] + b[0], (a[1] + b[1]) % _FINGERPRINT_MOD)
+    )
+    pages = (
+        requests.map(lambda r: (r[1], 1))
+        .reduceByKeyAndWindow(
+            lambda a, b: a + b,
+            lambda a, b: a - b,
+            settings.window_s,
+            settings.slide_s,
+        )
+        .filter(lambda kv: kv[1] > 0)
+    )
+    idle = settings.host_idle_batches
+    hosts = requests.map(lambda r: (r[0], (1, r[3]))).updateStateByKey(
+        lambda new, state: _update_host(new, state, idle)
+    )
+    top = settings.top
+
+    def commit_status(t: datetime, rdd: Any) -> None:
+        classes = sorted(rdd.collect())  # at most the five status classes
+        total = sum(n for _, (n, _h) in classes)
+        fingerprint = f"{total}:{sum(h for _, (_n, h) in classes) % _FINGERPRINT_MOD:x}"
+        unparseable = unparseable_accumulator(rdd.context).value
+        commit_status_batch(store_file, _iso(t), fingerprint, classes, unparseable)
+
+    def commit_trending(t: datetime, rdd: Any) -> None:
+        trending = rdd.takeOrdered(top, key=lambda kv: (-kv[1], kv[0]))
+        batch_time = _iso(t)
+
+        def apply(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT INTO dstream_trending VALUES (?, ?, ?)",
+                [(batch_time, p, n) for p, n in trending],
+            )
+
+        store = ServingStore(store_file)
+        store.commit_batch(TRENDING_QUERY, _ms(t), len(trending), apply)
+
+    status.foreachRDD(commit_status)
+    pages.foreachRDD(commit_trending)
+    hosts.foreachRDD(lambda t, rdd: rdd.foreachPartition(_write_hosts(store_file, _iso(t))))
+    return {"requests": requests, "status": status, "pages": pages, "hosts": hosts}
+
+
+def progress_listener(store_path: Path | str) -> Any:
+    """A ``StreamingListener`` (the guide's "Monitoring Applications") that records every
+    completed batch in the store's ``progress`` table, query ``dstream``: ``batch_id`` (the
+    batch time, epoch ms), ``num_input_rows`` (records), ``batch_duration_ms`` (processing
+    time, ms), ``processed_rows_per_s``. The table has no column for the scheduling delay, so
+    it goes in ``watermark`` as text (``scheduling_delay_ms=…``): a DStream has no watermark.
+    """
+    from pyspark.streaming.listener import StreamingListener
+
+    from logstream.serving import ServingStore
+
+    store = ServingStore(str(Path(store_path).absolute()))
+
+    class BatchProgress(StreamingListener):
+        def onBatchCompleted(self, batchCompleted: Any) -> None:
+            info = batchCompleted.batchInfo()
+            records = int(info.numRecords())
+            # JavaBatchInfo: delays in ms, -1 when unknown
+            proc_ms = int(info.processingDelay())
+            sched_ms = int(info.schedulingDelay())
+            proc_ms = proc_ms if proc_ms >= 0 else None
+            batch_ms = int(info.batchTime().milliseconds())
+            store.record_progress(
+                [
+                    {
+                        "query": DSTREAM_QUERY,
+                        "batch_id": batch_ms,
+                        "timestamp": _iso(datetime.fromtimestamp(batch_ms / 1000, UTC)),
+                        "num_input_rows": records,
+                        "batch_duration_ms": proc_ms,
+                        "processed_rows_per_s": records * 1000 / proc_ms if proc_ms else None,
+                        "watermark": f"scheduling_delay_ms={sched_ms}",
+                    }
+                ]
+            )
+
+    return BatchProgress()
