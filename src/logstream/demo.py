@@ -78,7 +78,7 @@ class DemoSettings:
     port: int = 8050
     fetch: bool = True
     trigger: str = "2 seconds"
-    rotate_every_s: float = 10_800.0
+    rotate_every_s: float = 43_200.0
 
 
 @dataclass(frozen=True)

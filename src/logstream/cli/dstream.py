@@ -20,6 +20,26 @@ dstream_app = typer.Typer(
 app.add_typer(dstream_app, name="dstream")
 
 
+def _run_until_stopped(ssc: Any, duration_s: float | None) -> None:
+    """Start ``ssc`` and stop it gracefully after ``duration_s`` (None: never) or at SIGINT /
+    SIGTERM: the data received so far is processed before the context and Spark stop."""
+    stop = threading.Event()
+
+    def handle(signum: int, _frame: Any) -> None:
+        err_console.print(f"received {signal.Signals(signum).name}: stopping after this batch")
+        stop.set()
+
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    ssc.start()
+    try:
+        stop.wait(duration_s)
+    finally:
+        ssc.stop(stopSparkContext=True, stopGraceFully=True)
+        for s, h in previous.items():
+            signal.signal(s, h)
+    err_console.print("stopped")
+
+
 @dstream_app.command("wordcount")
 def wordcount_command(
     socket: Annotated[
@@ -80,23 +100,8 @@ def wordcount_command(
     counts.pprint()
     if save is not None:
         counts.saveAsTextFiles(str(Path(save).absolute()))
-    stop = threading.Event()
-
-    def handle(signum: int, _frame: Any) -> None:
-        err_console.print(f"received {signal.Signals(signum).name}: stopping after this batch")
-        stop.set()
-
-    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     err_console.print(f"counting words of {source} every {batch_s:g} s")
-    ssc.start()
-    try:
-        stop.wait(duration_s)
-    finally:
-        # gracefully: the data received so far is processed before the context stops
-        ssc.stop(stopSparkContext=True, stopGraceFully=True)
-        for s, h in previous.items():
-            signal.signal(s, h)
-    err_console.print("stopped")
+    _run_until_stopped(ssc, duration_s)
 
 
 @dstream_app.command("run")
@@ -211,22 +216,8 @@ def run_command(
     else:
         ssc = StreamingContext.getOrCreate(str(checkpoint.absolute()), create)
     ssc.addStreamingListener(progress_listener(store))
-    stop = threading.Event()
-
-    def handle(signum: int, _frame: Any) -> None:
-        err_console.print(f"received {signal.Signals(signum).name}: stopping after this batch")
-        stop.set()
-
-    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     err_console.print(
         ("recovered from " if recovering else "checkpoint in ")
         + f"{checkpoint}; store {store}; batches of {settings.batch_s:g} s"
     )
-    ssc.start()
-    try:
-        stop.wait(duration_s)
-    finally:
-        ssc.stop(stopSparkContext=True, stopGraceFully=True)
-        for s, h in previous.items():
-            signal.signal(s, h)
-    err_console.print("stopped")
+    _run_until_stopped(ssc, duration_s)

@@ -302,9 +302,10 @@ def run(
         str,
         typer.Option(
             "--rotate-every",
-            help="Demo: rotate the followed access.log every this much event time (1h, 3h).",
+            help="Demo: rotate the followed access.log every this much event time (longer "
+            "than a micro-batch in wall time at --speedup).",
         ),
-    ] = "3h",
+    ] = "12h",
     demo_out: Annotated[
         Path,
         typer.Option("--demo-out", help="Demo: where everything is written (emptied at start)."),
