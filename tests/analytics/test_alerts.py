@@ -27,6 +27,7 @@ from logstream.analytics.alerts import (
     AlertConfig,
     AlertProcessor,
     EwmaDetector,
+    EwmaState,
     _score_group,
     _SeriesSteps,
     ew_update,
@@ -117,6 +118,32 @@ def test_constant_traffic_never_alerts(requests, error_share, minutes, k, alpha,
     errors = round(requests * error_share)
     _, alerts = feed(det, [(requests, errors)] * minutes)
     assert alerts == []
+
+
+@settings(max_examples=200)
+@given(
+    history=st.lists(st.tuples(st.integers(0, 5_000), st.integers(0, 50)), max_size=80),
+    silent=st.integers(0, 300),
+    k=st.floats(0.5, 10),
+    alpha=st.floats(0.001, 1),
+    warmup=st.integers(1, 60),
+    min_requests=st.integers(0, 50),
+)
+def test_a_run_of_silent_minutes_equals_the_minute_by_minute_steps(
+    history, silent, k, alpha, warmup, min_requests
+):
+    config = AlertConfig(k=k, alpha=alpha, warmup_minutes=warmup, min_requests=min_requests)
+    det = EwmaDetector(config)
+    state = None
+    for requests, errors in history:
+        state, _ = det.observe(state, requests, min(errors, requests))
+    slow, expected = state, []
+    for i in range(silent):
+        slow, alerts = det.observe(slow, 0, 0)
+        expected += [(i, a) for a in alerts]
+    fast, alerts = det.observe_silence(state, silent)
+    assert fast == (slow or EwmaState())  # bit for bit: the same operations in the same order
+    assert alerts == expected
 
 
 def test_a_spike_alerts_after_the_warm_up_and_not_during_it():

@@ -19,7 +19,8 @@ view            key                 pane length            measures
                                                            errors (≥ 400), server errors
 ``pages``       ``url_path`` of a   ``page_pane_ms`` (the  requests, server errors
                 content page        trending slide)
-``visitors``    ``""``              ``traffic_ms``         HLL sketch of ``client_host``
+``visitors``    ``""``              ``traffic_ms``         HLL sketch of ``client_host`` (its
+                                                           counts are 0)
 ``clients``     ``client_host``     ``clients_ms``         requests, bytes
 ==============  ==================  =====================  ==================================
 
@@ -45,6 +46,7 @@ __all__ = [
     "PANE_SCHEMA",
     "PANE_VIEWS",
     "PaneSpec",
+    "fold_panes",
     "merge_panes",
     "partial_panes",
     "sliding_windows",
@@ -115,7 +117,7 @@ def _start(t_ms: Column, length_ms: int) -> Column:
 
 
 def partial_panes(events: DataFrame, spec: PaneSpec) -> DataFrame:
-    """The panes of ``events``, every view in one aggregation.
+    """The panes of ``events``, every view at once.
 
     Parameters
     ----------
@@ -131,55 +133,10 @@ def partial_panes(events: DataFrame, spec: PaneSpec) -> DataFrame:
         :data:`PANE_SCHEMA`: one row per ``(view, key, start_ms)`` with at least one event;
         ``start_ms``/``end_ms`` are epoch milliseconds (end exclusive), measures are counts
         (requests, status classes, errors) and bytes; ``sketch`` is the HLL sketch
-        (``hll_sketch_agg``, lgConfigK 12) of the visitors view, null for the others.
+        (``hll_sketch_agg``, lgConfigK 12) of the visitors view, null for the others. The
+        visitors view has only its sketch: its measures are 0.
     """
-    t_ms = F.unix_millis("event_time")
-    rows = []
-    for view in spec.views:
-        key: Column = F.lit("")
-        if view == "pages":
-            key = F.col("url_path")
-        elif view == "clients":
-            key = F.col("client_host")
-        row = F.struct(
-            F.lit(view).alias("view"),
-            key.alias("key"),
-            _start(t_ms, spec.length_ms(view)).alias("start_ms"),
-            F.lit(spec.length_ms(view)).cast("bigint").alias("length_ms"),
-        )
-        rows.append(F.when(is_content_page(), row) if view == "pages" else row)
-    status = F.col("status")
-    per_view = events.select(
-        F.explode(F.filter(F.array(*rows), lambda r: r.isNotNull())).alias("p"),
-        "client_host",
-        "status",
-        "bytes_sent",
-    )
-    visitors = F.col("p.view") == "visitors"
-    agg = per_view.groupBy(
-        F.col("p.view").alias("view"),
-        F.col("p.key").alias("key"),
-        F.col("p.start_ms").alias("start_ms"),
-        F.col("p.length_ms").alias("length_ms"),
-    ).agg(
-        F.count("*").alias("requests"),
-        F.sum("bytes_sent").alias("bytes"),
-        *[
-            F.count_if(F.floor(status / 100) == int(c[0])).alias(f"status_{c}")
-            for c in STATUS_CLASSES
-        ],
-        F.count_if(status >= ERROR_STATUS_MIN).alias("errors"),
-        F.count_if(status >= SERVER_ERROR_STATUS_MIN).alias("server_errors"),
-        F.hll_sketch_agg(F.when(visitors, F.col("client_host"))).alias("sketch"),
-    )
-    return agg.select(
-        "view",
-        "key",
-        "start_ms",
-        (F.col("start_ms") + F.col("length_ms")).alias("end_ms"),
-        *[F.col(m).cast("bigint").alias(m) for m in MEASURES],
-        F.when(F.col("view") == "visitors", F.col("sketch")).alias("sketch"),
-    )
+    return fold_panes(None, events, spec).drop("touched")
 
 
 def merge_panes(open_panes: DataFrame, partial: DataFrame | None = None) -> DataFrame:
@@ -195,16 +152,160 @@ def merge_panes(open_panes: DataFrame, partial: DataFrame | None = None) -> Data
     Returns
     -------
     DataFrame
-        :data:`PANE_SCHEMA` plus ``touched`` (boolean: the pane has events of ``partial``),
+        :data:`PANE_SCHEMA` plus ``touched`` (boolean: the pane has rows of ``partial``),
         one row per ``(view, key, start_ms)``; sketches are merged with ``hll_union_agg``.
     """
-    frames = open_panes.withColumn("touched", F.lit(False))
+    counted, sketched = _by_kind(open_panes, touched=False)
     if partial is not None:
-        frames = frames.unionByName(partial.withColumn("touched", F.lit(True)))
-    return frames.groupBy("view", "key", "start_ms", "end_ms").agg(
-        *[F.sum(m).cast("bigint").alias(m) for m in MEASURES],
-        F.hll_union_agg("sketch", True).alias("sketch"),
-        F.max("touched").alias("touched"),
+        more_counted, more_sketched = _by_kind(partial, touched=True)
+        counted, sketched = counted.unionByName(more_counted), sketched.unionByName(more_sketched)
+    return _aggregate(counted, sketched)
+
+
+def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: PaneSpec) -> DataFrame:
+    """Fold a micro-batch's events into the open panes: :func:`merge_panes` of
+    :func:`partial_panes`, with one aggregation (one shuffle) instead of two.
+
+    Parameters
+    ----------
+    open_panes : DataFrame, optional
+        :data:`PANE_SCHEMA` rows: the panes carried from earlier micro-batches.
+    events : DataFrame, optional
+        The micro-batch's events (the columns of :func:`partial_panes`).
+    spec : PaneSpec
+        Pane lengths and views.
+
+    Returns
+    -------
+    DataFrame
+        :data:`PANE_SCHEMA` plus ``touched`` (boolean: the pane has events of ``events``), one
+        row per ``(view, key, start_ms)`` of the views of ``spec`` found in either input.
+
+    Raises
+    ------
+    ValueError
+        When ``spec`` has no view.
+
+    Notes
+    -----
+    The counted views (traffic, pages, clients) are one ``groupBy`` of sums over the union of
+    the open panes and one row per event and view (requests 1, bytes, a 0/1 per status
+    class): a ``HashAggregate`` with generated code, partial sums before its one shuffle.
+    The visitors' sketch is a second, small aggregation: distinct ``(minute, client_host)``
+    pairs, ``hll_sketch_agg`` per minute, ``hll_union_agg`` with the open visitor panes. An
+    HLL sketch is an object aggregate: kept in the main aggregation it made Spark plan an
+    ``ObjectHashAggregate`` for every row of every view (sort-based after 128 keys,
+    ``spark.sql.objectHashAggregate.sortBased.fallbackThreshold``). On the 31-day input in
+    one micro-batch (2 cores): 2 aggregations and 2 shuffles took 5.7 s, this 3.6 s.
+    """
+    views = [v for v in PANE_VIEWS if v in spec.views]
+    if not views:
+        raise ValueError("a PaneSpec needs at least one view")
+    counted: DataFrame | None = None
+    sketched: DataFrame | None = None
+    if open_panes is not None:
+        counted, sketched = _by_kind(open_panes.where(F.col("view").isin(*views)), False)
+    if events is not None:
+        if any(v != "visitors" for v in views):
+            rows = _event_rows(events, spec, [v for v in views if v != "visitors"])
+            counted = rows if counted is None else counted.unionByName(rows)
+        if "visitors" in views:
+            panes = _visitor_panes(events, spec.length_ms("visitors"))
+            sketched = panes if sketched is None else sketched.unionByName(panes)
+    return _aggregate(counted, sketched)
+
+
+_KEYS = ("view", "key", "start_ms", "end_ms")
+
+
+def _by_kind(panes: DataFrame, touched: bool) -> tuple[DataFrame, DataFrame]:
+    """Pane rows split into counted views and visitor (sketch) panes, with ``touched``."""
+    marked = panes.select(*PANE_SCHEMA.fieldNames(), F.lit(touched).alias("touched"))
+    sketched = F.col("view") == "visitors"
+    return marked.where(~sketched), marked.where(sketched)
+
+
+def _aggregate(counted: DataFrame | None, sketched: DataFrame | None) -> DataFrame:
+    sums = [F.sum(m).cast("bigint").alias(m) for m in MEASURES]
+    touched = F.max("touched").alias("touched")
+    frames = []
+    if counted is not None:
+        frames.append(
+            counted.groupBy(*_KEYS)
+            .agg(*sums, touched)
+            .select(*_KEYS, *MEASURES, F.lit(None).cast("binary").alias("sketch"), "touched")
+        )
+    if sketched is not None:
+        frames.append(
+            sketched.groupBy(*_KEYS).agg(
+                *sums, F.hll_union_agg("sketch", True).alias("sketch"), touched
+            )
+        )
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFrame:
+    """One row per event and counted view it belongs to: its pane and its measures."""
+    t_ms = F.unix_millis("event_time")
+    rows = []
+    for view in views:
+        key: Column = F.lit("")
+        if view == "pages":
+            key = F.col("url_path")
+        elif view == "clients":
+            key = F.col("client_host")
+        start = _start(t_ms, spec.length_ms(view))
+        row = F.struct(
+            F.lit(view).alias("view"),
+            key.alias("key"),
+            start.alias("start_ms"),
+            (start + F.lit(spec.length_ms(view))).alias("end_ms"),
+        )
+        rows.append(F.when(is_content_page(), row) if view == "pages" else row)
+    status = F.col("status")
+    one = F.lit(1).cast("bigint")
+    zero = F.lit(0).cast("bigint")
+
+    def flag(condition: Column) -> Column:
+        return F.when(condition, one).otherwise(zero)
+
+    return events.select(
+        F.explode(F.filter(F.array(*rows), lambda r: r.isNotNull())).alias("p"),
+        "status",
+        "bytes_sent",
+    ).select(
+        *(F.col(f"p.{k}").alias(k) for k in _KEYS),
+        one.alias("requests"),
+        F.coalesce(F.col("bytes_sent"), zero).alias("bytes"),
+        *(flag(F.floor(status / 100) == int(c[0])).alias(f"status_{c}") for c in STATUS_CLASSES),
+        flag(status >= ERROR_STATUS_MIN).alias("errors"),
+        flag(status >= SERVER_ERROR_STATUS_MIN).alias("server_errors"),
+        F.lit(None).cast("binary").alias("sketch"),
+        F.lit(True).alias("touched"),
+    )
+
+
+def _visitor_panes(events: DataFrame, length_ms: int) -> DataFrame:
+    """The visitors' panes of ``events`` (``touched``): an HLL sketch per pane."""
+    start = _start(F.unix_millis("event_time"), length_ms)
+    zero = F.lit(0).cast("bigint")
+    return (
+        events.select(start.alias("start_ms"), "client_host")
+        .distinct()
+        .groupBy("start_ms")
+        .agg(F.hll_sketch_agg("client_host").alias("sketch"))
+        .select(
+            F.lit("visitors").alias("view"),
+            F.lit("").alias("key"),
+            "start_ms",
+            (F.col("start_ms") + F.lit(length_ms)).alias("end_ms"),
+            *[zero.alias(m) for m in MEASURES],
+            "sketch",
+            F.lit(True).alias("touched"),
+        )
     )
 
 

@@ -15,9 +15,9 @@ with batch DataFrames, for micro-batch ``N``:
    before any aggregation: nothing is dropped silently.
 4. **Publish** on-time events to ``events/``, late events (with the watermark they missed) to
    ``late_events/`` and quarantined lines (and corrupt input files) to ``quarantine/``.
-5. **Aggregate once.** One aggregation computes the partial panes of every view of the
-   batch's on-time events (:func:`~logstream.analytics.panes.partial_panes`), merged with the
-   open panes of snapshot ``N − 1`` (:func:`~logstream.analytics.panes.merge_panes`). Panes
+5. **Aggregate once.** One aggregation folds the batch's on-time events into the open panes
+   of snapshot ``N − 1``, every view at once (:func:`~logstream.analytics.panes.fold_panes`:
+   sums with one shuffle, and a small HLL aggregation for the visitors). Panes
    the new watermark (newest event time after this batch minus the delay) has passed are
    final: they are published, each once — ``traffic_per_minute/``, ``unique_visitors/``,
    ``trending_pages/`` (5-minute windows summed from 1-minute panes), ``top_clients/`` — and
@@ -62,8 +62,7 @@ from logstream.analytics.alerts import (
 from logstream.analytics.panes import (
     PANE_SCHEMA,
     PaneSpec,
-    merge_panes,
-    partial_panes,
+    fold_panes,
     sliding_windows,
     traffic_windows,
 )
@@ -468,11 +467,10 @@ class IngestStage:
         write.final_before = _iso_ms(next_watermark)
 
         if spec.views:
-            partial = partial_panes(on_time, spec) if write.events else None
-            open_panes = self.state.read(prev, "panes").where(
-                F.col("view").isin(*spec.views)  # a view turned off leaves the state
-            )
-            merged = merge_panes(open_panes, partial).persist(StorageLevel.MEMORY_AND_DISK)
+            # a view turned off leaves the state (fold_panes keeps the views of the spec)
+            open_panes = self.state.read(prev, "panes")
+            events = on_time if write.events else None
+            merged = fold_panes(open_panes, events, spec).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(merged)
             windows = None
             if "trending_pages" in s.outputs:
@@ -483,7 +481,7 @@ class IngestStage:
             if moved:
                 with self._timed("windows"):
                     self._publish_windows(finals, windows, newly_final, write.batch_id)
-            if partial is not None:
+            if events is not None:
                 with self._timed("live_views"):
                     self._live_views(merged, windows, write, horizon_ms)
             keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
@@ -645,10 +643,17 @@ class IngestStage:
             )
         # this batch's statistics per window: one small collect that also counts the sessions
         fresh = [
-            (r[0], r[1], r[2], r[3], r[4], bytes(r[5]))
+            (*r[:7], bytes(r[7]))
             for r in analytics.session_stats_per_window(closed, s.session_stats_window)
             .select(
-                iso("window_start"), iso("window_end"), "sessions", "bounces", "pages", "sketch"
+                iso("window_start"),
+                iso("window_end"),
+                "sessions",
+                "bounces",
+                "pages",
+                "median_duration_s",
+                "p95_duration_s",
+                "sketch",
             )
             .collect()
         ]
@@ -682,10 +687,16 @@ class IngestStage:
         self, spark: Any, fresh: list[tuple[Any, ...]]
     ) -> list[tuple[object, ...]]:
         """This batch's session statistics per window (``fresh``: window start and end, ISO
-        text; sessions, bounces, pages; KLL sketch) merged with the stored ones (KLL sketches
-        of durations merge exactly: ``kll_merge_agg_bigint``). The few rows become a literal
-        table (``inline``), not a Python-created DataFrame, so no Python worker starts."""
+        text; sessions, bounces, pages; median and p95 duration; KLL sketch) merged with the
+        stored ones. Only the windows the store already holds are merged, in Spark (KLL
+        sketches of durations merge exactly: ``kll_merge_agg_bigint``); the others are
+        stored as they are. Those few rows (a window of an earlier micro-batch that gained
+        sessions) become a literal table (``inline``), not a Python-created DataFrame, so no
+        Python worker starts; a backfill's hundreds of new windows stay out of the plan."""
         stored = self.store.session_stats_rows(r[0] for r in fresh)
+        if not stored:
+            return list(fresh)
+        again = {r[0] for r in stored}
         names = ("window_start", "window_end", "sessions", "bounces", "pages", "sketch")
         types = ("string", "string", "bigint", "bigint", "bigint", "binary")
         rows = F.array(
@@ -693,11 +704,11 @@ class IngestStage:
                 F.struct(
                     *(F.lit(v).cast(t).alias(n) for v, n, t in zip(row, names, types, strict=True))
                 )
-                for row in fresh + stored
+                for row in [(*r[:5], r[7]) for r in fresh if r[0] in again] + stored
             )
         )
         merged = spark.range(1).select(F.inline(rows))
-        return [
+        return [r for r in fresh if r[0] not in again] + [
             (*r[:7], bytes(r[7]))
             for r in merged.groupBy("window_start", "window_end")
             .agg(
