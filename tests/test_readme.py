@@ -24,6 +24,9 @@ COVERED_ELSEWHERE = {
     "make test": "CI itself (.ci/run)",
     "spark-submit": "tests/cluster/test_spark_submit.py (a real standalone cluster)",
     "logstream dstream": "tests/dstream/test_wordcount.py (fed by the replay server)",
+    "logstream replay ../shared/data/NASA_access_log_Jul95_day09.log.gz --tcp": (
+        "tests/dstream/test_wordcount.py (the replay server feeds a DStream receiver)"
+    ),
 }
 
 

@@ -40,6 +40,32 @@ def _run_until_stopped(ssc: Any, duration_s: float | None) -> None:
     err_console.print("stopped")
 
 
+def receiver_conf(receiver: bool, max_rate: int | None, backpressure: bool) -> dict[str, str]:
+    """Spark settings of ``dstream run``'s source (static: set before the context starts).
+
+    With a receiver (``--socket``) the write-ahead log is on: a receiver's blocks live in
+    executor memory, and the log (in the checkpoint) lets a recovered batch read the same
+    lines again (the guide's "Fault-tolerance Semantics"); without it a restart gives
+    re-generated batch times other lines. ``max_rate`` (lines/s) and ``backpressure`` are the
+    guide's rate controls ("Setting the Right Batch Interval", "Deploying Applications").
+
+    Examples
+    --------
+    >>> receiver_conf(True, 500, True)["spark.streaming.receiver.maxRate"]
+    '500'
+    >>> receiver_conf(False, None, False)
+    {}
+    """
+    conf: dict[str, str] = {}
+    if receiver:
+        conf["spark.streaming.receiver.writeAheadLog.enable"] = "true"
+    if max_rate is not None:
+        conf["spark.streaming.receiver.maxRate"] = str(max_rate)
+    if backpressure:
+        conf["spark.streaming.backpressure.enabled"] = "true"
+    return conf
+
+
 @dstream_app.command("wordcount")
 def wordcount_command(
     socket: Annotated[
@@ -139,6 +165,22 @@ def run_command(
         str | None,
         typer.Option("--duration", help="Stop gracefully after this long; default: Ctrl-C."),
     ] = None,
+    max_rate: Annotated[
+        int | None,
+        typer.Option(
+            "--max-rate",
+            min=1,
+            help="Lines/s the socket receiver accepts at most (spark.streaming.receiver.maxRate).",
+        ),
+    ] = None,
+    backpressure: Annotated[
+        bool,
+        typer.Option(
+            "--backpressure",
+            help="Let Spark lower the receiver's rate to what the batches can process "
+            "(spark.streaming.backpressure.enabled).",
+        ),
+    ] = False,
     master: MasterOption = None,
 ) -> None:
     """Web-log analytics on DStreams: status classes per batch, trending pages with
@@ -177,6 +219,10 @@ def run_command(
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     compile_format(log_format)  # a bad format fails here, before the JVM starts
+    if directory is not None and (max_rate is not None or backpressure):
+        raise ConfigError(
+            "--max-rate and --backpressure limit a receiver: they apply to --socket, not --dir"
+        )
     for option, path in (("--store", store.parent), ("--checkpoint", checkpoint)):
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -186,10 +232,7 @@ def run_command(
                 "give a writable path"
             ) from exc
     address = parse_socket(socket) if socket is not None else None
-    # a receiver's blocks live in executor memory: the write-ahead log (in the checkpoint)
-    # lets a recovered batch read the same lines again (the guide's "Fault-tolerance
-    # Semantics"); without it a restart gives re-generated batch times other lines
-    extra = {"spark.streaming.receiver.writeAheadLog.enable": "true"} if address else {}
+    extra = receiver_conf(address is not None, max_rate, backpressure)
     spark = get_spark(SparkSettings.build(master=master, extra=extra))
     sc = spark.sparkContext
 
