@@ -63,12 +63,16 @@ def test_kill_and_restart_count_every_line_once(tmp_path):
     parsed = [r for r in (parse_line(line, regex, fmt.fields) for line in lines) if r]
     expected = Counter(f"{r[2] // 100}xx" for r in parsed)
     expected_bytes = sum(r[3] for r in parsed)
+    listed = [h for h, _ in Counter(r[0] for r in parsed).most_common(2)]
+    expected_listed = sum(1 for r in parsed if r[0] in listed)
     parts = [lines[:700], lines[700:1400], lines[1400:]]
 
     watched, staging = tmp_path / "in", tmp_path / "staging"
     watched.mkdir()
     staging.mkdir()
     db, checkpoint, log = tmp_path / "store.db", tmp_path / "checkpoint", tmp_path / "run.log"
+    hosts = tmp_path / "listed.txt"
+    hosts.write_text("".join(h + "\n" for h in listed))
 
     def drop(i: int) -> None:  # written aside, then renamed in: textFileStream sees it whole
         path = staging / f"part-{i}.log"
@@ -79,6 +83,7 @@ def test_kill_and_restart_count_every_line_once(tmp_path):
         *(sys.executable, "-m", "logstream", "dstream", "run", "--dir", str(watched)),
         *("--batch", f"{BATCH_S}s", "--window", f"{3 * BATCH_S}s", "--slide", f"{BATCH_S}s"),
         *("--checkpoint", str(checkpoint), "--store", str(db), "--master", "local[2]"),
+        *("--listed-hosts", str(hosts)),
     ]
     env = {**os.environ, "LOGSTREAM_SPARK_UI": "false"}
 
@@ -108,6 +113,10 @@ def test_kill_and_restart_count_every_line_once(tmp_path):
         time.sleep(3 * BATCH_S)  # a replayed batch would come now: it must change nothing
         assert status_totals(db) == expected
         assert host_totals(db) == (len(parsed), expected_bytes)
+        # the transform() join's static RDD is re-created by the recovered context
+        with sqlite3.connect(db) as conn:
+            sql = "SELECT SUM(listed_requests) FROM dstream_batches"
+            assert conn.execute(sql).fetchone()[0] == expected_listed > 0
         # the StreamingListener's figures, in the store and as the dashboard reads them
         health = read_snapshot(db).health
         assert health is not None

@@ -12,7 +12,13 @@ from itertools import groupby
 import pytest
 
 from logstream.dstream import DStreamSettings, build_weblog_streams, streaming_context
-from logstream.dstream.weblog import DSTREAM_QUERY, TRENDING_QUERY, _update_host, parse_line
+from logstream.dstream.weblog import (
+    DSTREAM_QUERY,
+    TRENDING_QUERY,
+    _update_host,
+    parse_line,
+    read_listed_hosts,
+)
 from logstream.parsing import compile_format, parse
 from logstream.report import build_report
 from logstream.sources import read_lines
@@ -44,7 +50,14 @@ def test_dstream_counts_equal_the_batch_report_and_independent_windows(spark, na
 
     sc = spark.sparkContext
     batch_s = 0.25
-    settings = DStreamSettings(batch_s=batch_s, window_s=WINDOW * batch_s, slide_s=batch_s, top=TOP)
+    fmt = compile_format("common")
+    rx = fmt.python_regex
+    requests = [parse_line(x, rx, fmt.fields) for m in by_minute for x in m]
+    hosts_seen = Counter(r[0] for r in requests)
+    listed = (*[h for h, _ in hosts_seen.most_common(3)], "not-in-the-log.example")
+    settings = DStreamSettings(
+        batch_s=batch_s, window_s=WINDOW * batch_s, slide_s=batch_s, top=TOP, listed_hosts=listed
+    )
     db = tmp_path / "store.db"
     ssc = streaming_context(sc, batch_s)
     ssc.checkpoint(str(tmp_path / "checkpoint"))
@@ -81,9 +94,9 @@ def test_dstream_counts_equal_the_batch_report_and_independent_windows(spark, na
                 key=lambda r: r[0],
             )
         }
-        unparseable = conn.execute("SELECT MAX(unparseable_total) FROM dstream_batches").fetchone()[
-            0
-        ]
+        unparseable, in_list = conn.execute(
+            "SELECT MAX(unparseable_total), SUM(listed_requests) FROM dstream_batches"
+        ).fetchone()
 
     # per-batch status classes summed = the batch report; every line parsed in both
     assert sum(status.values()) == report["general"]["total_requests"] > 500
@@ -94,16 +107,27 @@ def test_dstream_counts_equal_the_batch_report_and_independent_windows(spark, na
         hosts[row["client_host"]] == row["requests"] for row in report["top_hosts"]
     )
     assert sum(hosts.values()) == report["general"]["total_requests"]
+    # the transform() join with the static list of hosts counts exactly their requests
+    assert in_list == sum(hosts_seen[h] for h in listed) > 0
     # reduceByKeyAndWindow with the inverse function: each batch's window of 5 minutes equals
     # a count over those minutes' lines (the first windows hold fewer minutes)
-    fmt = compile_format("common")
-    rx = fmt.python_regex
     pages = [Counter(parse_line(x, rx, fmt.fields)[1] for x in m) for m in by_minute]
     for i, t in enumerate(times):
         window = sum(pages[max(0, i - WINDOW + 1) : i + 1], Counter())
         expected = sorted(window.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
         assert trending[t] == expected, (i, t)
     assert ledger_count(db, TRENDING_QUERY) >= MINUTES
+
+
+def test_a_host_list_skips_comments_and_blank_lines_and_must_not_be_empty(tmp_path):
+    listed = tmp_path / "hosts.txt"
+    listed.write_text("# crawlers\nbot.example  # seen daily\n\nbot.example\n10.0.0.1\n")
+    assert read_listed_hosts(listed) == ("bot.example", "10.0.0.1")
+    listed.write_text("# nothing\n")
+    with pytest.raises(ValueError, match="has no host"):
+        read_listed_hosts(listed)
+    with pytest.raises(ValueError, match="cannot read"):
+        read_listed_hosts(tmp_path / "missing.txt")
 
 
 def test_an_idle_host_leaves_the_state_after_the_set_number_of_batches():

@@ -115,6 +115,7 @@ def test_bad_options_exit_2_before_spark_starts(args, message, tmp_path, capsys)
         (["--socket", "localhost:9", "--batch", "2s", "--window", "5s"], "multiple of the batch"),
         (["--socket", "localhost:9", "--store", "{tmp}/a-file/x.db"], "cannot create directory"),
         (["--socket", "localhost:9", "--format", "%h %Q"], "%Q"),
+        (["--socket", "localhost:9", "--listed-hosts", "{tmp}/none.txt"], "cannot read the host"),
         (["--dir", "{tmp}", "--max-rate", "100"], "apply to --socket, not --dir"),
         (["--dir", "{tmp}", "--backpressure"], "apply to --socket, not --dir"),
         (["--socket", "localhost:9", "--max-rate", "0"], "--max-rate"),

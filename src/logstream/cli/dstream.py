@@ -165,6 +165,15 @@ def run_command(
         str | None,
         typer.Option("--duration", help="Stop gracefully after this long; default: Ctrl-C."),
     ] = None,
+    listed_hosts: Annotated[
+        Path | None,
+        typer.Option(
+            "--listed-hosts",
+            metavar="FILE",
+            help="Count each batch's requests from the hosts of FILE (one per line; "
+            "a transform() join with a static RDD).",
+        ),
+    ] = None,
     max_rate: Annotated[
         int | None,
         typer.Option(
@@ -196,6 +205,7 @@ def run_command(
         build_weblog_streams,
         parse_socket,
         progress_listener,
+        read_listed_hosts,
         streaming_context,
     )
     from logstream.parsing import compile_format
@@ -214,6 +224,7 @@ def run_command(
             slide_s=interval_seconds(slide),
             top=top,
             host_idle_batches=idle_batches,
+            listed_hosts=read_listed_hosts(listed_hosts) if listed_hosts else (),
         )
         duration_s = interval_seconds(duration) if duration else None
     except ValueError as exc:

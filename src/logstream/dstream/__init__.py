@@ -23,6 +23,7 @@ from logstream.dstream.weblog import (
     DStreamSettings,
     build_weblog_streams,
     progress_listener,
+    read_listed_hosts,
 )
 from logstream.dstream.wordcount import (
     DEPRECATION_NOTICE,
@@ -39,6 +40,7 @@ __all__ = [
     "build_weblog_streams",
     "parse_socket",
     "progress_listener",
+    "read_listed_hosts",
     "streaming_context",
     "word_counts",
 ]

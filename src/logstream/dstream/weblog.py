@@ -13,6 +13,9 @@ Per batch of processing time (Spark Streaming Programming Guide; book Ch. 16–2
   whose count fell to zero are filtered out;
 * **running totals per host**: ``updateStateByKey``; a host with no request for
   ``host_idle_batches`` batches is evicted, so the state stays bounded;
+* **a static join**: with a list of hosts (``listed_hosts``), ``transform()`` joins each
+  batch's hosts with a static RDD of the list (created lazily, so a recovered context makes
+  its own) and counts the batch's requests from listed hosts;
 * **output**: ``foreachRDD`` commits each batch's status classes and counts to the serving
   store in one transaction keyed by the batch time and a fingerprint of its data (a replayed
   batch changes nothing: :func:`commit_status_batch`), each slide's top pages keyed by the
@@ -46,8 +49,10 @@ __all__ = [
     "build_weblog_streams",
     "commit_status_batch",
     "dstream_store_schema",
+    "listed_hosts_rdd",
     "parse_line",
     "progress_listener",
+    "read_listed_hosts",
     "unparseable_accumulator",
 ]
 
@@ -60,7 +65,8 @@ TRENDING_QUERY = "dstream_trending"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dstream_batches (
     batch_time TEXT NOT NULL, fingerprint TEXT NOT NULL, requests INTEGER NOT NULL,
-    unparseable_total INTEGER NOT NULL, PRIMARY KEY (batch_time, fingerprint));
+    unparseable_total INTEGER NOT NULL, listed_requests INTEGER,
+    PRIMARY KEY (batch_time, fingerprint));
 CREATE TABLE IF NOT EXISTS dstream_status (
     batch_time TEXT NOT NULL, fingerprint TEXT NOT NULL, status_class TEXT NOT NULL,
     requests INTEGER NOT NULL, PRIMARY KEY (batch_time, fingerprint, status_class));
@@ -95,6 +101,9 @@ class DStreamSettings:
         Trending pages kept per batch in the store.
     host_idle_batches : int
         A host with no request for this many batches leaves the state.
+    listed_hosts : tuple of str
+        Client hosts of a static list (``--listed-hosts FILE``: known crawlers, a watch list);
+        each batch's requests from them are counted by a ``transform()`` join with it.
     """
 
     log_format: str = "common"
@@ -103,6 +112,7 @@ class DStreamSettings:
     slide_s: float = 60.0
     top: int = 10
     host_idle_batches: int = 1800
+    listed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("window_s", "slide_s"):
@@ -162,12 +172,52 @@ def _update_host(new: Iterable[tuple[int, int]], state: HostTotals | None, idle:
 
 
 def dstream_store_schema(path: Path | str) -> None:
-    """Create the DStream edition's tables in the serving store at ``path``."""
+    """Create the DStream edition's tables in the serving store at ``path`` (and add
+    ``dstream_batches.listed_requests`` to a store made before it existed)."""
     with sqlite3.connect(path, timeout=30) as conn:
         conn.executescript(_SCHEMA)
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(dstream_batches)")}
+        if "listed_requests" not in columns:
+            conn.execute("ALTER TABLE dstream_batches ADD COLUMN listed_requests INTEGER")
+
+
+_LISTED: tuple[Any, tuple[str, ...], Any] | None = None
+
+
+def listed_hosts_rdd(sc: SparkContext, hosts: tuple[str, ...]) -> Any:
+    """The static pair RDD ``(host, None)`` of the listed hosts, cached, created on first use
+    on the driver (the guide's lazily instantiated singleton: an RDD made before a checkpoint
+    cannot be used by a context recovered from it, so the ``transform()`` function asks for
+    it each batch)."""
+    global _LISTED
+    if _LISTED is None or _LISTED[0] is not sc or _LISTED[1] != hosts:
+        _LISTED = (sc, hosts, sc.parallelize([(h, None) for h in hosts], 1).cache())
+    return _LISTED[2]
+
+
+def read_listed_hosts(path: Path) -> tuple[str, ...]:
+    """Client hosts of a list file: one per line; blank lines and ``#`` comments skipped.
+
+    Raises
+    ------
+    ValueError
+        When the file cannot be read or lists no host (the message names the file).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the host list {str(path)!r}: {exc}") from exc
+    hosts = tuple(
+        dict.fromkeys(h for line in text.splitlines() if (h := line.split("#", 1)[0].strip()))
+    )
+    if not hosts:
+        raise ValueError(f"the host list {str(path)!r} has no host (one per line)")
+    return hosts
 
 
 _FINGERPRINT_MOD = 1 << 61
+#: Key of the listed hosts' requests in the status stream (not a status class).
+_LISTED_KEY = "listed"
 
 
 def _crc(request: Request) -> int:
@@ -182,6 +232,7 @@ def commit_status_batch(
     fingerprint: str,
     classes: list[tuple[str, tuple[int, int]]],
     unparseable_total: int,
+    listed_requests: int | None = None,
 ) -> bool:
     """Commit one batch's status classes exactly once, keyed by (batch time, fingerprint).
 
@@ -205,8 +256,9 @@ def commit_status_batch(
         ).fetchone():
             return False
         conn.execute(
-            "INSERT INTO dstream_batches VALUES (?, ?, ?, ?)",
-            (batch_time, fingerprint, total, unparseable_total),
+            "INSERT INTO dstream_batches(batch_time, fingerprint, requests, unparseable_total, "
+            "listed_requests) VALUES (?, ?, ?, ?, ?)",
+            (batch_time, fingerprint, total, unparseable_total, listed_requests),
         )
         conn.executemany(
             "INSERT INTO dstream_status VALUES (?, ?, ?, ?)",
@@ -298,9 +350,20 @@ def build_weblog_streams(
 
     requests = lines.transform(parse_rdd)
     # (class, (requests, sum of the requests' CRC-32)): the sums fingerprint the batch's data
-    status = requests.map(lambda r: (f"{r[2] // 100}xx", (1, _crc(r)))).reduceByKey(
-        lambda a, b: (a[0] + b[0], (a[1] + b[1]) % _FINGERPRINT_MOD)
-    )
+    keyed = requests.map(lambda r: (f"{r[2] // 100}xx", (1, _crc(r))))
+    listed = settings.listed_hosts
+    if listed:
+
+        def join_listed(rdd: Any) -> Any:  # on the driver, each batch
+            return rdd.join(listed_hosts_rdd(rdd.context, listed))
+
+        # the static join: transform() with an RDD of the listed hosts
+        keyed = keyed.union(
+            requests.map(lambda r: (r[0], 1))
+            .transform(join_listed)
+            .map(lambda _kv: (_LISTED_KEY, (1, 0)))
+        )
+    status = keyed.reduceByKey(lambda a, b: (a[0] + b[0], (a[1] + b[1]) % _FINGERPRINT_MOD))
     pages = (
         requests.map(lambda r: (r[1], 1))
         .reduceByKeyAndWindow(
@@ -318,11 +381,13 @@ def build_weblog_streams(
     top = settings.top
 
     def commit_status(t: datetime, rdd: Any) -> None:
-        classes = sorted(rdd.collect())  # at most the five status classes
+        got = sorted(rdd.collect())  # at most the five status classes and the listed count
+        classes = [kv for kv in got if kv[0] != _LISTED_KEY]
+        in_list = next((n for k, (n, _h) in got if k == _LISTED_KEY), 0) if listed else None
         total = sum(n for _, (n, _h) in classes)
         fingerprint = f"{total}:{sum(h for _, (_n, h) in classes) % _FINGERPRINT_MOD:x}"
         unparseable = unparseable_accumulator(rdd.context).value
-        commit_status_batch(store_file, _iso(t), fingerprint, classes, unparseable)
+        commit_status_batch(store_file, _iso(t), fingerprint, classes, unparseable, in_list)
 
     def commit_trending(t: datetime, rdd: Any) -> None:
         trending = rdd.takeOrdered(top, key=lambda kv: (-kv[1], kv[0]))
