@@ -66,6 +66,24 @@ def receiver_conf(receiver: bool, max_rate: int | None, backpressure: bool) -> d
     return conf
 
 
+def _source(socket: str | None, directory: Path | None) -> tuple[str, int] | None:
+    """Check the one source of a DStream command; the socket's address, or None for --dir."""
+    from logstream.dstream import parse_socket
+
+    if (socket is None) == (directory is None):
+        raise ConfigError("give exactly one source: --socket HOST:PORT or --dir DIR")
+    if directory is not None and not directory.is_dir():
+        raise ConfigError(f"--dir {str(directory)!r} is not a directory; create it first")
+    return parse_socket(socket) if socket is not None else None
+
+
+def _lines(ssc: Any, address: tuple[str, int] | None, directory: Path | None) -> Any:
+    """The DStream of lines: a socket receiver, or the files moved into ``directory``."""
+    if address is not None:
+        return ssc.socketTextStream(*address)
+    return ssc.textFileStream(str(Path(directory).absolute()))  # type: ignore[arg-type]
+
+
 @dstream_app.command("wordcount")
 def wordcount_command(
     socket: Annotated[
@@ -100,28 +118,20 @@ def wordcount_command(
     Example: logstream dstream wordcount --socket localhost:9999
     """
     from logstream.config import SparkSettings
-    from logstream.dstream import parse_socket, streaming_context, word_counts
+    from logstream.dstream import streaming_context, word_counts
     from logstream.pipeline import interval_seconds
     from logstream.session import get_spark
 
-    if (socket is None) == (directory is None):
-        raise ConfigError("give exactly one source: --socket HOST:PORT or --dir DIR")
-    if directory is not None and not directory.is_dir():
-        raise ConfigError(f"--dir {str(directory)!r} is not a directory; create it first")
+    address = _source(socket, directory)
     try:
         batch_s = interval_seconds(batch)
         duration_s = interval_seconds(duration) if duration else None
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    address = parse_socket(socket) if socket is not None else None
     spark = get_spark(SparkSettings.build(master=master))
     ssc = streaming_context(spark.sparkContext, batch_s, notice=err_console.print)
-    if address is not None:
-        lines = ssc.socketTextStream(*address)
-        source = f"tcp://{address[0]}:{address[1]}"
-    else:
-        lines = ssc.textFileStream(str(Path(directory).absolute()))  # type: ignore[arg-type]
-        source = str(directory)
+    lines = _lines(ssc, address, directory)
+    source = f"tcp://{address[0]}:{address[1]}" if address else str(directory)
     counts = word_counts(lines)
     counts.pprint()
     if save is not None:
@@ -203,7 +213,6 @@ def run_command(
         DEPRECATION_NOTICE,
         DStreamSettings,
         build_weblog_streams,
-        parse_socket,
         progress_listener,
         read_listed_hosts,
         streaming_context,
@@ -212,10 +221,7 @@ def run_command(
     from logstream.pipeline import interval_seconds
     from logstream.session import get_spark
 
-    if (socket is None) == (directory is None):
-        raise ConfigError("give exactly one source: --socket HOST:PORT or --dir DIR")
-    if directory is not None and not directory.is_dir():
-        raise ConfigError(f"--dir {str(directory)!r} is not a directory; create it first")
+    address = _source(socket, directory)
     try:
         settings = DStreamSettings(
             log_format=log_format,
@@ -242,18 +248,13 @@ def run_command(
                 f"{option}: cannot create directory {str(path)!r} ({exc.strerror}); "
                 "give a writable path"
             ) from exc
-    address = parse_socket(socket) if socket is not None else None
     extra = receiver_conf(address is not None, max_rate, backpressure)
     spark = get_spark(SparkSettings.build(master=master, extra=extra))
     sc = spark.sparkContext
 
     def create() -> Any:
         ssc = streaming_context(sc, settings.batch_s, notice=err_console.print)
-        if address is not None:
-            lines = ssc.socketTextStream(*address)
-        else:
-            lines = ssc.textFileStream(str(Path(directory).absolute()))  # type: ignore[arg-type]
-        build_weblog_streams(lines, settings, store)
+        build_weblog_streams(_lines(ssc, address, directory), settings, store)
         ssc.checkpoint(str(checkpoint.absolute()))
         return ssc
 
@@ -273,5 +274,77 @@ def run_command(
     err_console.print(
         ("recovered from " if recovering else "checkpoint in ")
         + f"{checkpoint}; store {store}; batches of {settings.batch_s:g} s"
+    )
+    _run_until_stopped(ssc, duration_s)
+
+
+@dstream_app.command("kmeans")
+def kmeans_command(
+    socket: Annotated[
+        str | None,
+        typer.Option("--socket", metavar="HOST:PORT", help="Read lines from a TCP server."),
+    ] = None,
+    directory: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Read the files moved into DIR after the start."),
+    ] = None,
+    log_format: Annotated[
+        str, typer.Option("--format", help="common, combined or a LogFormat string.")
+    ] = "common",
+    batch: Annotated[str, typer.Option("--batch", help="Batch interval.")] = "10s",
+    k: Annotated[int, typer.Option("--k", min=2, help="Clusters.")] = 4,
+    half_life: Annotated[
+        float,
+        typer.Option(
+            "--half-life",
+            help="Batches after which a batch's weight in the model has halved (decay).",
+        ),
+    ] = 60.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the initial centers.")] = 42,
+    store: Annotated[Path, typer.Option("--store", help="SQLite serving store file.")] = Path(
+        "out/dstream/logstream.db"
+    ),
+    duration: Annotated[
+        str | None,
+        typer.Option("--duration", help="Stop gracefully after this long; default: Ctrl-C."),
+    ] = None,
+    master: MasterOption = None,
+) -> None:
+    """Streaming k-means of client behaviour (mllib StreamingKMeans with decay): per batch,
+    each client's requests, bytes per request, error and content-page shares become a vector;
+    the clusters' centers and weights after each batch go to the store (dstream_kmeans).
+
+    Example: logstream dstream kmeans --socket localhost:9999 --batch 10s --k 4 --half-life 30
+    """
+    from logstream.config import SparkSettings
+    from logstream.dstream import streaming_context
+    from logstream.dstream.kmeans import FEATURES, KMeansSettings, build_kmeans_streams
+    from logstream.parsing import compile_format
+    from logstream.pipeline import interval_seconds
+    from logstream.session import get_spark
+
+    address = _source(socket, directory)
+    try:
+        settings = KMeansSettings(
+            k=k, half_life_batches=half_life, seed=seed, log_format=log_format
+        )
+        batch_s = interval_seconds(batch)
+        duration_s = interval_seconds(duration) if duration else None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    compile_format(log_format)  # a bad format fails here, before the JVM starts
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"--store: cannot create directory {str(store.parent)!r} ({exc.strerror}); "
+            "give a writable path"
+        ) from exc
+    spark = get_spark(SparkSettings.build(master=master))
+    ssc = streaming_context(spark.sparkContext, batch_s, notice=err_console.print)
+    build_kmeans_streams(_lines(ssc, address, directory), settings, store)
+    err_console.print(
+        f"{settings.k} clusters of ({', '.join(FEATURES)}) per client, decay "
+        f"{settings.decay:.4f} per {batch_s:g} s batch; centers in {store} (dstream_kmeans)"
     )
     _run_until_stopped(ssc, duration_s)

@@ -51,6 +51,7 @@ __all__ = [
     "dstream_store_schema",
     "listed_hosts_rdd",
     "parse_line",
+    "parsed_requests",
     "progress_listener",
     "read_listed_hosts",
     "unparseable_accumulator",
@@ -292,6 +293,57 @@ def _write_hosts(store_path: str, batch_time: str) -> Callable[[Iterator[Any]], 
     return write
 
 
+def parsed_requests(lines: DStream, log_format: str) -> DStream:
+    """Parse a DStream of access-log lines into :data:`Request` tuples.
+
+    Each batch's RDD is parsed in ``mapPartitions`` with the compiled ``LogFormat`` regex
+    (Python's :mod:`re`, compiled once per partition); a line that does not parse is counted
+    by :func:`unparseable_accumulator`, which the ``transform()`` function fetches on the
+    driver every batch, so a context recovered from a checkpoint gets one too.
+
+    Parameters
+    ----------
+    lines : DStream of str
+    log_format : str
+        ``common``, ``combined`` or a ``LogFormat`` string.
+
+    Returns
+    -------
+    DStream of Request
+        ``(client_host, url_path, status, bytes_sent)`` per parsed line.
+
+    Raises
+    ------
+    LogFormatError
+        When ``log_format`` does not compile.
+    """
+    fmt = compile_format(log_format)
+    pattern, fields = fmt.regex, fmt.fields
+
+    def parse_rdd(rdd: Any) -> Any:
+        # on the driver, once per batch: the accumulator singleton of the (maybe recovered)
+        # context goes into the closure the executors run
+        bad_lines = unparseable_accumulator(rdd.context)
+
+        def parse_partition(part: Iterable[str]) -> Iterator[Request]:
+            import re
+
+            regex = re.compile(pattern)
+            bad = 0
+            for line in part:
+                request = parse_line(line, regex, fields)
+                if request is None:
+                    bad += 1
+                else:
+                    yield request
+            if bad:
+                bad_lines.add(bad)
+
+        return rdd.mapPartitions(parse_partition)
+
+    return lines.transform(parse_rdd)
+
+
 def build_weblog_streams(
     lines: DStream, settings: DStreamSettings, store_path: Path | str
 ) -> dict[str, DStream]:
@@ -321,34 +373,10 @@ def build_weblog_streams(
     """
     from logstream.serving import ServingStore
 
-    fmt = compile_format(settings.log_format)
-    pattern, fields = fmt.regex, fmt.fields
     store_file = str(Path(store_path).absolute())
     ServingStore(store_file)
     dstream_store_schema(store_file)
-
-    def parse_rdd(rdd: Any) -> Any:
-        # on the driver, once per batch: the accumulator singleton of the (maybe recovered)
-        # context goes into the closure the executors run
-        bad_lines = unparseable_accumulator(rdd.context)
-
-        def parse_partition(part: Iterable[str]) -> Iterator[Request]:
-            import re
-
-            regex = re.compile(pattern)
-            bad = 0
-            for line in part:
-                request = parse_line(line, regex, fields)
-                if request is None:
-                    bad += 1
-                else:
-                    yield request
-            if bad:
-                bad_lines.add(bad)
-
-        return rdd.mapPartitions(parse_partition)
-
-    requests = lines.transform(parse_rdd)
+    requests = parsed_requests(lines, settings.log_format)
     # (class, (requests, sum of the requests' CRC-32)): the sums fingerprint the batch's data
     keyed = requests.map(lambda r: (f"{r[2] // 100}xx", (1, _crc(r))))
     listed = settings.listed_hosts
