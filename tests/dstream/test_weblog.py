@@ -5,12 +5,14 @@ an independent count over its minutes."""
 from __future__ import annotations
 
 import gzip
+import re
 import sqlite3
 from collections import Counter
 from itertools import groupby
 
 import pytest
 
+from logstream.analytics.pages import CONTENT_PAGE_REGEX
 from logstream.dstream import DStreamSettings, build_weblog_streams, streaming_context
 from logstream.dstream.weblog import (
     DSTREAM_QUERY,
@@ -111,7 +113,8 @@ def test_dstream_counts_equal_the_batch_report_and_independent_windows(spark, na
     assert in_list == sum(hosts_seen[h] for h in listed) > 0
     # reduceByKeyAndWindow with the inverse function: each batch's window of 5 minutes equals
     # a count over those minutes' lines (the first windows hold fewer minutes)
-    pages = [Counter(parse_line(x, rx, fmt.fields)[1] for x in m) for m in by_minute]
+    paths = [[parse_line(x, rx, fmt.fields)[1] for x in m] for m in by_minute]
+    pages = [Counter(p for p in m if re.search(CONTENT_PAGE_REGEX, p)) for m in paths]
     for i, t in enumerate(times):
         window = sum(pages[max(0, i - WINDOW + 1) : i + 1], Counter())
         expected = sorted(window.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]

@@ -8,7 +8,8 @@ Per batch of processing time (Spark Streaming Programming Guide; book Ch. 16–2
   accumulator created lazily as a singleton (the guide's "Accumulators, Broadcast Variables,
   and Checkpoints" pattern, so it survives recovery from a checkpoint);
 * **status classes** of the batch: ``reduceByKey``;
-* **trending pages**: ``reduceByKeyAndWindow(add, subtract, window, slide)`` — the window is
+* **trending pages** (content pages: ``.html``, ``.htm``, ``/``, as in ``logstream run``):
+  ``reduceByKeyAndWindow(add, subtract, window, slide)`` — the window is
   updated incrementally with the inverse function (the guide's "Window Operations"), and keys
   whose count fell to zero are filtered out;
 * **running totals per host**: ``updateStateByKey``; a host with no request for
@@ -28,6 +29,7 @@ whatever the lines' own timestamps say (see ``docs/dstream.md``).
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from logstream.analytics.pages import CONTENT_PAGE_REGEX
 from logstream.parsing import compile_format
 
 if TYPE_CHECKING:
@@ -326,8 +329,6 @@ def parsed_requests(lines: DStream, log_format: str) -> DStream:
         bad_lines = unparseable_accumulator(rdd.context)
 
         def parse_partition(part: Iterable[str]) -> Iterator[Request]:
-            import re
-
             regex = re.compile(pattern)
             bad = 0
             for line in part:
@@ -392,8 +393,10 @@ def build_weblog_streams(
             .map(lambda _kv: (_LISTED_KEY, (1, 0)))
         )
     status = keyed.reduceByKey(lambda a, b: (a[0] + b[0], (a[1] + b[1]) % _FINGERPRINT_MOD))
+    content = CONTENT_PAGE_REGEX  # trending pages are content pages, as in logstream run
     pages = (
-        requests.map(lambda r: (r[1], 1))
+        requests.filter(lambda r: re.search(content, r[1]) is not None)
+        .map(lambda r: (r[1], 1))
         .reduceByKeyAndWindow(
             lambda a, b: a + b,
             lambda a, b: a - b,
