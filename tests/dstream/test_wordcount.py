@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from logstream.cli import main
-from logstream.dstream import DEPRECATION_NOTICE, streaming_context
+from logstream.dstream import DEPRECATION_NOTICE, parse_socket, streaming_context
 from logstream.replay import Replayer, ReplayOptions, TcpLineServer, iter_file_records, iter_lines
 from tests.conftest import NASA_JUL_2000, data_file
 
@@ -99,6 +99,8 @@ def test_the_deprecation_warning_is_caught_where_it_arises_and_no_other(spark):
         ([], "give exactly one source"),
         (["--socket", "localhost:9", "--dir", "{tmp}"], "give exactly one source"),
         (["--socket", "localhost"], "HOST:PORT"),
+        (["--socket", "localhost:0"], "port from 1 to 65535"),
+        (["--socket", "::1:9"], "IPv6 host in brackets"),
         (["--dir", "{tmp}/missing"], "is not a directory"),
         (["--socket", "localhost:9", "--batch", "soon"], "is not an interval"),
     ],
@@ -126,3 +128,9 @@ def test_dstream_run_rejects_bad_options_before_spark_starts(args, message, tmp_
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     assert main(["dstream", "run", *args, "--checkpoint", str(tmp_path / "cp")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_socket_address_is_read_as_the_replay_server_reads_one():
+    assert parse_socket("[::1]:9999") == ("::1", 9999)
+    assert parse_socket(":9999") == ("localhost", 9999)
+    assert parse_socket("logs.example:514") == ("logs.example", 514)

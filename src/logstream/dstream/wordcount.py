@@ -89,14 +89,21 @@ def word_counts(lines: DStream) -> DStream:
 
 
 def parse_socket(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` → ``(host, port)``.
+    """``HOST:PORT`` → ``(host, port)``, as :func:`logstream.replay.parse_host_port` reads it
+    (``[::1]:9999`` for IPv6; a missing host is ``localhost``), the port from 1: a receiver
+    connects to a server, it cannot pick a free port.
 
     Raises
     ------
     ConfigError
         When ``text`` has no port or the port is not 1–65535.
     """
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    from logstream.replay import parse_host_port
+
+    try:
+        host, port = parse_host_port(text, default_host="localhost")
+    except ConfigError as exc:
+        raise ConfigError(f"--socket: {exc}") from exc
+    if port == 0:
         raise ConfigError(f"--socket {text!r}: write HOST:PORT with a port from 1 to 65535")
-    return host or "localhost", int(port)
+    return host, port
