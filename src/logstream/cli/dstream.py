@@ -20,6 +20,27 @@ dstream_app = typer.Typer(
 app.add_typer(dstream_app, name="dstream")
 
 
+#: Options shared by the dstream commands.
+SocketOption = Annotated[
+    str | None,
+    typer.Option(
+        "--socket", metavar="HOST:PORT", help="Read lines from a TCP server (a receiver)."
+    ),
+]
+DirOption = Annotated[
+    Path | None,
+    typer.Option("--dir", help="Read the files moved into DIR after the start."),
+]
+FormatOption = Annotated[
+    str, typer.Option("--format", help="common, combined or a LogFormat string.")
+]
+StoreOption = Annotated[Path, typer.Option("--store", help="SQLite serving store file.")]
+DurationOption = Annotated[
+    str | None,
+    typer.Option("--duration", help="Stop gracefully after this long; default: Ctrl-C."),
+]
+
+
 def _run_until_stopped(ssc: Any, duration_s: float | None) -> None:
     """Start ``ssc`` and stop it gracefully after ``duration_s`` (None: never) or at SIGINT /
     SIGTERM: the data received so far is processed before the context and Spark stop."""
@@ -86,21 +107,10 @@ def _lines(ssc: Any, address: tuple[str, int] | None, directory: Path | None) ->
 
 @dstream_app.command("wordcount")
 def wordcount_command(
-    socket: Annotated[
-        str | None,
-        typer.Option(
-            "--socket", metavar="HOST:PORT", help="Read lines from a TCP server (a receiver)."
-        ),
-    ] = None,
-    directory: Annotated[
-        Path | None,
-        typer.Option("--dir", help="Read the files moved into DIR after the start."),
-    ] = None,
+    socket: SocketOption = None,
+    directory: DirOption = None,
     batch: Annotated[str, typer.Option("--batch", help="Batch interval (1s, 500ms).")] = "1s",
-    duration: Annotated[
-        str | None,
-        typer.Option("--duration", help="Stop gracefully after this long; default: Ctrl-C."),
-    ] = None,
+    duration: DurationOption = None,
     save: Annotated[
         str | None,
         typer.Option(
@@ -142,17 +152,9 @@ def wordcount_command(
 
 @dstream_app.command("run")
 def run_command(
-    socket: Annotated[
-        str | None,
-        typer.Option("--socket", metavar="HOST:PORT", help="Read lines from a TCP server."),
-    ] = None,
-    directory: Annotated[
-        Path | None,
-        typer.Option("--dir", help="Read the files moved into DIR after the start."),
-    ] = None,
-    log_format: Annotated[
-        str, typer.Option("--format", help="common, combined or a LogFormat string.")
-    ] = "common",
+    socket: SocketOption = None,
+    directory: DirOption = None,
+    log_format: FormatOption = "common",
     batch: Annotated[str, typer.Option("--batch", help="Batch interval.")] = "1s",
     window: Annotated[
         str, typer.Option("--window", help="Trending pages' window (processing time).")
@@ -168,13 +170,8 @@ def run_command(
     checkpoint: Annotated[
         Path, typer.Option("--checkpoint", help="Checkpoint directory (getOrCreate recovers).")
     ] = Path("out/dstream/checkpoint"),
-    store: Annotated[Path, typer.Option("--store", help="SQLite serving store file.")] = Path(
-        "out/dstream/logstream.db"
-    ),
-    duration: Annotated[
-        str | None,
-        typer.Option("--duration", help="Stop gracefully after this long; default: Ctrl-C."),
-    ] = None,
+    store: StoreOption = Path("out/dstream/logstream.db"),
+    duration: DurationOption = None,
     listed_hosts: Annotated[
         Path | None,
         typer.Option(
@@ -280,17 +277,9 @@ def run_command(
 
 @dstream_app.command("kmeans")
 def kmeans_command(
-    socket: Annotated[
-        str | None,
-        typer.Option("--socket", metavar="HOST:PORT", help="Read lines from a TCP server."),
-    ] = None,
-    directory: Annotated[
-        Path | None,
-        typer.Option("--dir", help="Read the files moved into DIR after the start."),
-    ] = None,
-    log_format: Annotated[
-        str, typer.Option("--format", help="common, combined or a LogFormat string.")
-    ] = "common",
+    socket: SocketOption = None,
+    directory: DirOption = None,
+    log_format: FormatOption = "common",
     batch: Annotated[str, typer.Option("--batch", help="Batch interval.")] = "10s",
     k: Annotated[int, typer.Option("--k", min=2, help="Clusters.")] = 4,
     half_life: Annotated[
@@ -301,13 +290,8 @@ def kmeans_command(
         ),
     ] = 60.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the initial centers.")] = 42,
-    store: Annotated[Path, typer.Option("--store", help="SQLite serving store file.")] = Path(
-        "out/dstream/logstream.db"
-    ),
-    duration: Annotated[
-        str | None,
-        typer.Option("--duration", help="Stop gracefully after this long; default: Ctrl-C."),
-    ] = None,
+    store: StoreOption = Path("out/dstream/logstream.db"),
+    duration: DurationOption = None,
     master: MasterOption = None,
 ) -> None:
     """Streaming k-means of client behaviour (mllib StreamingKMeans with decay): per batch,
