@@ -175,6 +175,20 @@ class AnalyticsSettings:
     alerts: AlertConfig = field(default_factory=AlertConfig)
     outputs: tuple[str, ...] = OUTPUTS
 
+    def watermark_at(self, max_event_ms: int | None) -> int | None:
+        """The watermark (epoch ms) after events up to ``max_event_ms``: the newest event time
+        minus the delay (Spark guide, "Handling Late Data and Watermarking"); None before any
+        event.
+
+        Examples
+        --------
+        >>> AnalyticsSettings(watermark_ms=600_000).watermark_at(3_600_000)
+        3000000
+        >>> AnalyticsSettings().watermark_at(None) is None
+        True
+        """
+        return None if max_event_ms is None else max_event_ms - self.watermark_ms
+
     def pane_spec(self) -> PaneSpec:
         """The pane views the chosen outputs need."""
         wanted = set(self.outputs)
@@ -292,7 +306,7 @@ class IngestStage:
     def watermark_for_next_batch(self) -> int | None:
         """The watermark (epoch ms) the next micro-batch is judged by; None before any event."""
         meta = self.state.latest_before(1 << 62)
-        return None if meta.max_event_ms is None else meta.max_event_ms - self.settings.watermark_ms
+        return self.settings.watermark_at(meta.max_event_ms)
 
     # -- the micro-batch --------------------------------------------------------------------
 
@@ -333,7 +347,7 @@ class IngestStage:
             self.totals.late_events += write.late_events
             self.totals.quarantined += write.quarantined
             if meta.max_event_ms is not None:
-                self.totals.watermark_ms = meta.max_event_ms - self.settings.watermark_ms
+                self.totals.watermark_ms = self.settings.watermark_at(meta.max_event_ms)
 
     def _corrupt_files(self, batch_id: int) -> dict[str, str]:
         if self.checkpoint is None:
@@ -350,7 +364,7 @@ class IngestStage:
         cached: list[DataFrame],
     ) -> tuple[IngestBatchWrite | None, SnapshotMeta, dict[str, DataFrame | None]]:
         s = self.settings
-        watermark_ms = None if prev.max_event_ms is None else prev.max_event_ms - s.watermark_ms
+        watermark_ms = s.watermark_at(prev.max_event_ms)
         is_event = F.col(REASON_COLUMN).isNull()
         if watermark_ms is None:
             is_late = F.lit(False)
@@ -377,7 +391,7 @@ class IngestStage:
         if not (write.events or write.late_events or write.quarantined or write.corrupt_files):
             return None, prev, {}
         newest = max(prev.max_event_ms or 0, write.max_event_time_ms or 0) or None
-        next_watermark = None if newest is None else newest - s.watermark_ms
+        next_watermark = s.watermark_at(newest)
         since = _since(prev, s.outputs)
         meta = SnapshotMeta(batch_id, newest, prev.final_until_ms, list(s.outputs), since)
 
