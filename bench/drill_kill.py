@@ -19,7 +19,7 @@ Usage::
 
     python bench/drill_kill.py --kills 20 --seed 7      # writes bench/results/drill-kill.json
 
-The test suite runs :func:`drill` with 3 kills on the day's first 6,000 lines
+The test suite runs :func:`drill` with 2 kills on the day's first 6,000 lines
 (``tests/pipeline/test_kill_drill.py``).
 """
 

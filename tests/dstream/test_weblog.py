@@ -25,7 +25,7 @@ from logstream.parsing import compile_format, parse
 from logstream.report import build_report
 from logstream.sources import read_lines
 
-MINUTES = 20
+MINUTES = 12
 WINDOW = 5  # batches (= event-minutes here)
 TOP = 10
 
@@ -101,7 +101,7 @@ def test_dstream_counts_equal_the_batch_report_and_independent_windows(spark, na
         ).fetchone()
 
     # per-batch status classes summed = the batch report; every line parsed in both
-    assert sum(status.values()) == report["general"]["total_requests"] > 500
+    assert sum(status.values()) == report["general"]["total_requests"] > 200
     assert status == report["status_classes"]
     assert unparseable == report["general"]["failed_requests"] == 0
     # updateStateByKey's running totals = the report's top hosts
