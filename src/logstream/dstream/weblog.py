@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from logstream.analytics.pages import CONTENT_PAGE_REGEX
+from logstream.analytics.pages import is_content_path
 from logstream.parsing import compile_format
 
 if TYPE_CHECKING:
@@ -377,7 +377,9 @@ def build_weblog_streams(
     store_file = str(Path(store_path).absolute())
     ServingStore(store_file)
     dstream_store_schema(store_file)
-    requests = parsed_requests(lines, settings.log_format)
+    # four streams read the parsed requests: parse each batch once (and count its unparseable
+    # lines once: an accumulator in a transformation adds again on every recomputation)
+    requests = parsed_requests(lines, settings.log_format).cache()
     # (class, (requests, sum of the requests' CRC-32)): the sums fingerprint the batch's data
     keyed = requests.map(lambda r: (f"{r[2] // 100}xx", (1, _crc(r))))
     listed = settings.listed_hosts
@@ -393,9 +395,8 @@ def build_weblog_streams(
             .map(lambda _kv: (_LISTED_KEY, (1, 0)))
         )
     status = keyed.reduceByKey(lambda a, b: (a[0] + b[0], (a[1] + b[1]) % _FINGERPRINT_MOD))
-    content = CONTENT_PAGE_REGEX  # trending pages are content pages, as in logstream run
-    pages = (
-        requests.filter(lambda r: re.search(content, r[1]) is not None)
+    pages = (  # trending pages are content pages, as in logstream run
+        requests.filter(lambda r: is_content_path(r[1]))
         .map(lambda r: (r[1], 1))
         .reduceByKeyAndWindow(
             lambda a, b: a + b,
