@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -11,6 +13,7 @@ from logstream.analytics.visitors import local_day
 __all__ = [
     "CONTENT_PAGE_REGEX",
     "is_content_page",
+    "is_content_path",
     "page_counts_per_window",
     "top_content_pages_by_day",
     "top_not_found",
@@ -19,6 +22,20 @@ __all__ = [
 
 #: A content page is an HTML document or a directory index (the book's "content pages only").
 CONTENT_PAGE_REGEX = r"(?i)(\.html?|/)$"
+
+
+def is_content_path(url_path: str) -> bool:
+    """:func:`is_content_page` for one path in plain Python (RDD and DStream code).
+
+    Examples
+    --------
+    >>> [is_content_path(p) for p in ("/", "/ksc.HTML", "/images/logo.gif")]
+    [True, True, False]
+    """
+    return _CONTENT_PAGE.search(url_path) is not None
+
+
+_CONTENT_PAGE = re.compile(CONTENT_PAGE_REGEX)
 
 
 def is_content_page(url_path: Column | str = "url_path") -> Column:

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from logstream.analytics.pages import CONTENT_PAGE_REGEX
+from logstream.analytics.pages import is_content_path
 from logstream.dstream.weblog import _iso, parsed_requests
 
 if TYPE_CHECKING:
@@ -130,10 +129,9 @@ def build_kmeans_streams(lines: DStream, settings: KMeansSettings, store_path: P
     store_file = str(Path(store_path).absolute())
     with sqlite3.connect(store_file, timeout=30) as conn:
         conn.executescript(_SCHEMA)
-    content = CONTENT_PAGE_REGEX
 
     def totals(r: Any) -> tuple[str, tuple[int, int, int, int]]:
-        return (r[0], (1, r[3], int(r[2] >= 400), int(bool(re.search(content, r[1])))))
+        return (r[0], (1, r[3], int(r[2] >= 400), int(is_content_path(r[1]))))
 
     vectors = (
         parsed_requests(lines, settings.log_format)
