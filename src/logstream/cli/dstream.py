@@ -98,6 +98,19 @@ def _source(socket: str | None, directory: Path | None) -> tuple[str, int] | Non
     return parse_socket(socket) if socket is not None else None
 
 
+def _make_dirs(*options: tuple[str, Path]) -> None:
+    """Create each ``(option, directory)`` before Spark starts; one that cannot be created is
+    a ConfigError naming the option, the path and the reason."""
+    for option, path in options:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"{option}: cannot create directory {str(path)!r} ({exc.strerror}); "
+                "give a writable path"
+            ) from exc
+
+
 def _lines(ssc: Any, address: tuple[str, int] | None, directory: Path | None) -> Any:
     """The DStream of lines: a socket receiver, or the files moved into ``directory``."""
     if address is not None:
@@ -237,14 +250,7 @@ def run_command(
         raise ConfigError(
             "--max-rate and --backpressure limit a receiver: they apply to --socket, not --dir"
         )
-    for option, path in (("--store", store.parent), ("--checkpoint", checkpoint)):
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"{option}: cannot create directory {str(path)!r} ({exc.strerror}); "
-                "give a writable path"
-            ) from exc
+    _make_dirs(("--store", store.parent), ("--checkpoint", checkpoint))
     extra = receiver_conf(address is not None, max_rate, backpressure)
     spark = get_spark(SparkSettings.build(master=master, extra=extra))
     sc = spark.sparkContext
@@ -317,13 +323,7 @@ def kmeans_command(
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     compile_format(log_format)  # a bad format fails here, before the JVM starts
-    try:
-        store.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"--store: cannot create directory {str(store.parent)!r} ({exc.strerror}); "
-            "give a writable path"
-        ) from exc
+    _make_dirs(("--store", store.parent))
     spark = get_spark(SparkSettings.build(master=master))
     ssc = streaming_context(spark.sparkContext, batch_s, notice=err_console.print)
     build_kmeans_streams(_lines(ssc, address, directory), settings, store)
