@@ -1,14 +1,14 @@
 """Panes: every window metric computed once, as partial aggregates that merge.
 
-One pass over the events of a micro-batch (or of a whole batch input) produces the **panes** of
-every view in one aggregation: each event is projected once per view it belongs to (an
-``explode`` of per-view rows, the "union of per-view projections") and one ``groupBy``
-``(view, key, pane)`` computes counts, sums and a HyperLogLog sketch. Panes are *mergeable*:
-the panes of two micro-batches with the same ``(view, key, start_ms)`` add up (counts and sums)
-and union (sketches) into the pane of both (:func:`merge_panes`). Longer and sliding windows are
-sums of panes: a 5-minute window sliding every minute is the sum of five 1-minute panes
-(:func:`sliding_windows`), instead of counting every event into five windows — the pane
-technique of Li et al., "No pane, no gain" (SIGMOD Record 34(1), 2005).
+One aggregation folds the events of a micro-batch (or of a whole batch input) into the open
+**panes** of every view (:func:`fold_panes`): each event is projected once per view it
+belongs to (an ``explode`` of per-view rows, the "union of per-view projections") and one
+``groupBy`` ``(view, key, pane)`` sums counts and bytes, with a HyperLogLog sketch for the
+visitors. Panes are *mergeable*: the panes of two micro-batches with the same ``(view, key,
+start_ms)`` add up (counts and sums) and union (sketches) into the pane of both. Longer and
+sliding windows are sums of panes: a 5-minute window sliding every minute is the sum of five
+1-minute panes (:func:`sliding_windows`), instead of counting every event into five windows —
+the pane technique of Li et al., "No pane, no gain" (SIGMOD Record 34(1), 2005).
 
 Views
 -----
@@ -47,8 +47,6 @@ __all__ = [
     "PANE_VIEWS",
     "PaneSpec",
     "fold_panes",
-    "merge_panes",
-    "partial_panes",
     "sliding_windows",
     "traffic_windows",
 ]
@@ -116,62 +114,17 @@ def _start(t_ms: Column, length_ms: int) -> Column:
     return t_ms - F.pmod(t_ms, F.lit(length_ms))
 
 
-def partial_panes(events: DataFrame, spec: PaneSpec) -> DataFrame:
-    """The panes of ``events``, every view at once.
-
-    Parameters
-    ----------
-    events : DataFrame
-        Batch DataFrame (inside ``foreachBatch`` for a stream) with ``event_time``
-        (timestamp), ``client_host``, ``url_path``, ``status`` (int), ``bytes_sent`` (bigint).
-    spec : PaneSpec
-        Pane lengths and views.
-
-    Returns
-    -------
-    DataFrame
-        :data:`PANE_SCHEMA`: one row per ``(view, key, start_ms)`` with at least one event;
-        ``start_ms``/``end_ms`` are epoch milliseconds (end exclusive), measures are counts
-        (requests, status classes, errors) and bytes; ``sketch`` is the HLL sketch
-        (``hll_sketch_agg``, lgConfigK 12) of the visitors view, null for the others. The
-        visitors view has only its sketch: its measures are 0.
-    """
-    return fold_panes(None, events, spec).drop("touched")
-
-
-def merge_panes(open_panes: DataFrame, partial: DataFrame | None = None) -> DataFrame:
-    """Merge a micro-batch's panes into the open panes: measures add up, sketches union.
-
-    Parameters
-    ----------
-    open_panes : DataFrame
-        :data:`PANE_SCHEMA` rows: the panes carried from earlier micro-batches.
-    partial : DataFrame, optional
-        :data:`PANE_SCHEMA` rows: this micro-batch's :func:`partial_panes`.
-
-    Returns
-    -------
-    DataFrame
-        :data:`PANE_SCHEMA` plus ``touched`` (boolean: the pane has rows of ``partial``),
-        one row per ``(view, key, start_ms)``; sketches are merged with ``hll_union_agg``.
-    """
-    counted, sketched = _by_kind(open_panes, touched=False)
-    if partial is not None:
-        more_counted, more_sketched = _by_kind(partial, touched=True)
-        counted, sketched = counted.unionByName(more_counted), sketched.unionByName(more_sketched)
-    return _aggregate(counted, sketched)
-
-
 def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: PaneSpec) -> DataFrame:
-    """Fold a micro-batch's events into the open panes: :func:`merge_panes` of
-    :func:`partial_panes`, with one aggregation (one shuffle) instead of two.
+    """Fold a micro-batch's events into the open panes, every view at once, with one
+    aggregation (one shuffle).
 
     Parameters
     ----------
     open_panes : DataFrame, optional
         :data:`PANE_SCHEMA` rows: the panes carried from earlier micro-batches.
     events : DataFrame, optional
-        The micro-batch's events (the columns of :func:`partial_panes`).
+        Batch DataFrame of the micro-batch's events with ``event_time`` (timestamp),
+        ``client_host``, ``url_path``, ``status`` (int), ``bytes_sent`` (bigint).
     spec : PaneSpec
         Pane lengths and views.
 
@@ -179,7 +132,10 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
     -------
     DataFrame
         :data:`PANE_SCHEMA` plus ``touched`` (boolean: the pane has events of ``events``), one
-        row per ``(view, key, start_ms)`` of the views of ``spec`` found in either input.
+        row per ``(view, key, start_ms)`` of the views of ``spec`` found in either input;
+        ``start_ms``/``end_ms`` are epoch milliseconds (end exclusive), measures are counts and
+        bytes, ``sketch`` is the HLL sketch (``hll_sketch_agg``, lgConfigK 12) of the visitors
+        view, null for the others; the visitors view has only its sketch (its measures are 0).
 
     Raises
     ------
@@ -204,7 +160,7 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
     counted: DataFrame | None = None
     sketched: DataFrame | None = None
     if open_panes is not None:
-        counted, sketched = _by_kind(open_panes.where(F.col("view").isin(*views)), False)
+        counted, sketched = _open_by_kind(open_panes.where(F.col("view").isin(*views)))
     if events is not None:
         if any(v != "visitors" for v in views):
             rows = _event_rows(events, spec, [v for v in views if v != "visitors"])
@@ -218,9 +174,9 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
 _KEYS = ("view", "key", "start_ms", "end_ms")
 
 
-def _by_kind(panes: DataFrame, touched: bool) -> tuple[DataFrame, DataFrame]:
-    """Pane rows split into counted views and visitor (sketch) panes, with ``touched``."""
-    marked = panes.select(*PANE_SCHEMA.fieldNames(), F.lit(touched).alias("touched"))
+def _open_by_kind(panes: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Open pane rows (``touched`` false) split into counted views and visitor (sketch) panes."""
+    marked = panes.select(*PANE_SCHEMA.fieldNames(), F.lit(False).alias("touched"))
     sketched = F.col("view") == "visitors"
     return marked.where(~sketched), marked.where(sketched)
 
@@ -356,7 +312,7 @@ def sliding_windows(panes: DataFrame, view: str, window_ms: int, slide_ms: int) 
         ``key``, ``start_ms``, ``end_ms`` (bigint, the window), ``requests``,
         ``server_errors`` (bigint), ``panes`` (int: panes of the window present in the
         input), ``touched`` (boolean: one of them is, when the input has that column of
-        :func:`merge_panes`).
+        :func:`fold_panes`).
 
     Raises
     ------
