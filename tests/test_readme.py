@@ -46,7 +46,7 @@ def commands() -> list[str]:
 
 def localise(cmd: str) -> list[str]:
     cmd = cmd.replace("../shared/data", str(DATA_DIR))
-    cmd = cmd.replace("examples/logstream.toml", str(REPO / "examples" / "logstream.toml"))
+    cmd = cmd.replace("examples/", f"{REPO / 'examples'}/")  # the config and reference tables
     return shlex.split(cmd)
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import dash
 import pytest
 
-from logstream.dashboard.app import refresh_outputs
+from logstream.dashboard.app import _OUTPUTS, refresh_outputs
 from logstream.dashboard.data import Filters, read_snapshot, store_path_from_url
 from logstream.errors import ConfigError
 from logstream.serving import ServingStore
@@ -324,7 +324,10 @@ def test_an_unexpected_error_becomes_a_message(tmp_path, monkeypatch, caplog):
 
 def test_charts_say_waiting_before_data(tmp_path):
     out = refresh_outputs(tmp_path / "none.db", None, None, None)
-    for figure in [*out[6:11], out[-2]]:
+    names = [name for name, prop in _OUTPUTS if prop == "figure"]
+    by_name = dict(zip([name for name, _ in _OUTPUTS], out, strict=True))
+    assert len(names) == 8  # requests, bytes, errors, visitors, health, sessions, sections, agents
+    for figure in (by_name[name] for name in names):
         assert figure["layout"]["annotations"][0]["text"] == "Waiting for data…"
 
 

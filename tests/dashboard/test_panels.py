@@ -15,6 +15,7 @@ from logstream.serving import IngestBatchWrite, ServingStore
 from tests.dashboard.helpers import (
     alert_row,
     client_rows,
+    commit,
     filled_store,
     minute,
     session_row,
@@ -335,3 +336,41 @@ def test_unchanged_store_leaves_the_new_panels_alone(tmp_path):
         ("sessions", "children"),
     ):
         assert output(again, element, prop) is dash.no_update
+
+
+# -- reference data: sections, agent classes, networks ------------------------------------------
+
+
+def dimension_rows(dimension: str, counts: dict[str, list[int]]) -> list[tuple]:
+    """``traffic_by_dimension`` rows: ``counts[key][k]`` requests in minute k (errors: one in
+    ten, rounded down)."""
+    return [
+        (dimension, key, *minute(k), n, n * 100, 0, n, 0, n // 10, 0, n // 10)
+        for key, per_minute in counts.items()
+        for k, n in enumerate(per_minute)
+    ]
+
+
+def test_reference_panel_and_filters(tmp_path):
+    store = filled_store(tmp_path / "s.db", minutes=10)
+    agents = {"browser": [30] * 10, "crawler": [10] * 10, "unknown": [0] * 9 + [20]}
+    sections = {"/shuttle/": [5] * 10, "/history/": [2] * 10, "/images/": [9] * 10}
+    dims = dimension_rows("agents", agents) + dimension_rows("sections", sections)
+    dims += dimension_rows("networks", {"Google": [4] * 10})
+    commit(store, 1, traffic=[], dimensions=dims, max_event_time_ms=None, events=1)
+    out = refresh_outputs(tmp_path / "s.db", "all", "", None, None, sections=["/history/"])
+    sections_figure = output(out, "graph-sections", "figure")
+    assert [t["name"] for t in sections_figure["data"]] == ["/history/"]  # the filter
+    assert sections_figure["data"][0]["y"] == [2.0] * 10  # requests per minute
+    agents_figure = output(out, "graph-agents", "figure")
+    assert [t["name"] for t in agents_figure["data"]] == ["browser", "crawler", "unknown"]
+    panel = output(out, "reference")
+    assert "Crawler share: 23.8%" in text(find(panel, "crawler-share"))  # 100 of 420
+    assert rows(panel, "agents-table")[0] == ["browser", "300", "71.4 %", "30", "10.0 %"]
+    assert [r[0] for r in rows(panel, "sections-table")] == ["/images/", "/shuttle/", "/history/"]
+    assert rows(panel, "networks-table") == [["Google", "40", "100.0 %", "0", "0.0 %"]]
+    options = output(out, "section-filter", "options")
+    assert [o["value"] for o in options] == ["/images/", "/shuttle/", "/history/"]
+    # changing a filter changes the seen key: the charts are redrawn
+    again = refresh_outputs(tmp_path / "s.db", "all", "", None, out[3], sections=["/images/"])
+    assert output(again, "graph-sections", "figure")["data"][0]["name"] == "/images/"

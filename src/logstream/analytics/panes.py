@@ -22,7 +22,14 @@ view            key                 pane length            measures
 ``visitors``    ``""``              ``traffic_ms``         HLL sketch of ``client_host`` (its
                                                            counts are 0)
 ``clients``     ``client_host``     ``clients_ms``         requests, bytes
+``sections``    ``section``         ``traffic_ms``         as ``traffic``
+``agents``      ``agent_class``     ``traffic_ms``         as ``traffic``
+``networks``    ``organisation``    ``traffic_ms``         as ``traffic``
 ==============  ==================  =====================  ==================================
+
+The last three are the *dimension views*: their keys are columns added by reference data
+(:class:`logstream.reference.Enricher`), which the events must carry when one of them is
+computed; a null key (a client in no known network) counts as ``unknown``.
 
 Every pane row has :data:`PANE_SCHEMA`; measures a view does not have are 0 (or a null
 sketch). Panes are aligned on the epoch (UTC), as ``pyspark.sql.functions.window`` aligns
@@ -42,17 +49,21 @@ from logstream.analytics.pages import is_content_page
 from logstream.analytics.traffic import ERROR_STATUS_MIN, STATUS_CLASSES
 
 __all__ = [
+    "DIMENSION_VIEWS",
     "MEASURES",
     "PANE_SCHEMA",
     "PANE_VIEWS",
     "PaneSpec",
+    "dimension_windows",
     "fold_panes",
     "sliding_windows",
     "traffic_windows",
 ]
 
 #: The views, in the order of :data:`PANE_SCHEMA`'s ``view`` values.
-PANE_VIEWS = ("traffic", "pages", "visitors", "clients")
+PANE_VIEWS = ("traffic", "pages", "visitors", "clients", "sections", "agents", "networks")
+#: The dimension views and the enrichment column that keys each.
+DIMENSION_VIEWS = {"sections": "section", "agents": "agent_class", "networks": "organisation"}
 
 #: The additive measures of a pane, in schema order.
 MEASURES = (
@@ -102,12 +113,11 @@ class PaneSpec:
 
     def length_ms(self, view: str) -> int:
         """The pane length of ``view``, ms."""
-        return {
-            "traffic": self.traffic_ms,
-            "pages": self.page_pane_ms,
-            "visitors": self.traffic_ms,
-            "clients": self.clients_ms,
-        }[view]
+        if view == "pages":
+            return self.page_pane_ms
+        if view == "clients":
+            return self.clients_ms
+        return self.traffic_ms  # traffic, visitors and the dimension views
 
 
 def _start(t_ms: Column, length_ms: int) -> Column:
@@ -124,7 +134,8 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
         :data:`PANE_SCHEMA` rows: the panes carried from earlier micro-batches.
     events : DataFrame, optional
         Batch DataFrame of the micro-batch's events with ``event_time`` (timestamp),
-        ``client_host``, ``url_path``, ``status`` (int), ``bytes_sent`` (bigint).
+        ``client_host``, ``url_path``, ``status`` (int), ``bytes_sent`` (bigint), and the
+        key columns of the dimension views in ``spec`` (:data:`DIMENSION_VIEWS`).
     spec : PaneSpec
         Pane lengths and views.
 
@@ -213,6 +224,8 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
             key = F.col("url_path")
         elif view == "clients":
             key = F.col("client_host")
+        elif view in DIMENSION_VIEWS:
+            key = F.coalesce(F.col(DIMENSION_VIEWS[view]), F.lit("unknown"))
         start = _start(t_ms, spec.length_ms(view))
         row = F.struct(
             F.lit(view).alias("view"),
@@ -287,6 +300,34 @@ def traffic_windows(panes: DataFrame) -> DataFrame:
         *[f"status_{c}" for c in STATUS_CLASSES],
         "errors",
         (F.col("errors") / F.col("requests")).alias("error_rate"),
+    )
+
+
+def dimension_windows(panes: DataFrame, view: str) -> DataFrame:
+    """Panes of a dimension view as traffic rows per window and key.
+
+    Parameters
+    ----------
+    panes : DataFrame
+        :data:`PANE_SCHEMA` rows (any views; only ``view`` is kept).
+    view : str
+        A key of :data:`DIMENSION_VIEWS`.
+
+    Returns
+    -------
+    DataFrame
+        ``window_start``, ``window_end`` (timestamp), the view's key column (``section``,
+        ``agent_class`` or ``organisation``: string), ``requests``, ``bytes``,
+        ``status_1xx`` … ``status_5xx``, ``errors`` (bigint; errors are statuses ≥ 400).
+    """
+    return panes.where(F.col("view") == view).select(
+        F.timestamp_millis("start_ms").alias("window_start"),
+        F.timestamp_millis("end_ms").alias("window_end"),
+        F.col("key").alias(DIMENSION_VIEWS[view]),
+        "requests",
+        "bytes",
+        *[f"status_{c}" for c in STATUS_CLASSES],
+        "errors",
     )
 
 

@@ -9,7 +9,14 @@ from rich.console import Console
 
 from logstream import __version__
 
-__all__ = ["FormatOption", "MasterOption", "app", "err_console", "given_on_command_line"]
+__all__ = [
+    "FormatOption",
+    "MasterOption",
+    "ReferenceOption",
+    "app",
+    "err_console",
+    "given_on_command_line",
+]
 
 app = typer.Typer(
     name="logstream",
@@ -28,6 +35,17 @@ FormatOption = Annotated[
         help="Log format: auto (Combined or Common, detected from the first lines), common, "
         "combined, nginx, or an Apache LogFormat string such as "
         '\'%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"\'.',
+    ),
+]
+ReferenceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--reference",
+        help="Reference table KIND=FILE (repeatable; CSV or Parquet): networks=FILE "
+        "(network,organisation,country: CIDR → organisation), agents=FILE "
+        "(pattern,agent_class: overrides the built-in crawler, tool and browser classes), "
+        "sections=FILE (prefix,section: URL path prefix → site section; default: the first "
+        "path segment).",
     ),
 ]
 MasterOption = Annotated[

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from logstream.cli.app import FormatOption, MasterOption, app
+from logstream.cli.app import FormatOption, MasterOption, ReferenceOption, app
 from logstream.config import SparkSettings, validate_time_zone
 from logstream.errors import ConfigError
 
@@ -57,6 +57,7 @@ def batch(
             "it as corrupt_file and count its readable lines.",
         ),
     ] = False,
+    reference: ReferenceOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")] = False,
     master: MasterOption = None,
 ) -> None:
@@ -67,6 +68,7 @@ def batch(
     from pyspark.sql import functions as F
 
     from logstream.parsing import parse, resolve_format
+    from logstream.reference import ReferenceTables, parse_reference_options
     from logstream.report import build_report, render_html, render_terminal
     from logstream.session import get_spark
     from logstream.sources import (
@@ -86,6 +88,7 @@ def batch(
             raise ConfigError(
                 f"cannot write {str(out)!r}: directory {str(out.parent)!r} does not exist"
             )
+    tables = ReferenceTables(parse_reference_options(reference))  # checked before Spark starts
     files = input_files(inputs)
     if strict:  # before the JVM starts: a corrupt file is an error
         raise_if_corrupt(check_files(files))
@@ -111,6 +114,7 @@ def batch(
         quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
         duplicates_dropped=dropped,
         corrupt_files=corrupt.result() if not strict else {},
+        reference=tables,
     )
     checking.shutdown()
     if not quiet:

@@ -13,7 +13,13 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from logstream.cli.app import FormatOption, MasterOption, app, given_on_command_line
+from logstream.cli.app import (
+    FormatOption,
+    MasterOption,
+    ReferenceOption,
+    app,
+    given_on_command_line,
+)
 from logstream.config import SparkSettings
 from logstream.errors import ConfigError
 
@@ -64,6 +70,16 @@ def load_config_file(path: Path, ctx: typer.Context) -> dict[str, Any]:
             value = [Path(v) for v in (value if isinstance(value, list) else [value])]
         values[name] = value
     return values
+
+
+def _reference_values(value: object) -> list[str]:
+    """``--reference`` values from the command line (a list) or a config file (a list, or a
+    table ``{kind = "FILE"}``)."""
+    if not value:
+        return []
+    if isinstance(value, dict):
+        return [f"{kind}={path}" for kind, path in value.items()]
+    return [str(v) for v in (value if isinstance(value, list) else [value])]
 
 
 def _progress_printer(ref: list[Any]) -> Any:
@@ -263,13 +279,16 @@ def run(
             "--alert-warmup", help="Observed minutes before a series (site or page) may alert."
         ),
     ] = "30 minutes",
+    reference: ReferenceOption = None,
     queries: Annotated[
         str,
         typer.Option(
             "--queries",
             help="The analytics outputs to compute: 'all', 'none' or a comma-separated list of "
             "traffic_per_minute, trending_pages, unique_visitors, sessions, top_clients, "
-            "alerts (events, late events and quarantine are always written).",
+            "alerts, traffic_by_section, traffic_by_agent, traffic_by_network (the last needs "
+            "--reference networks=FILE; events, late events and quarantine are always "
+            "written).",
         ),
     ] = "all",
     dashboard: Annotated[
@@ -324,6 +343,7 @@ def run(
 
     from logstream.pipeline import Pipeline, PipelineConfig, interval_seconds
     from logstream.pipeline.ingest import FAULT_ENV, fault_hook
+    from logstream.reference import parse_reference_options
     from logstream.session import get_spark
 
     values = dict(locals())
@@ -408,6 +428,7 @@ def run(
             clients_window=v["clients_window"],
             alert_sigma=v["alert_sigma"],
             alert_warmup=v["alert_warmup"],
+            reference=parse_reference_options(_reference_values(v["reference"])),
             queries=v["queries"],
         )
         # a store or output directory of another checkpoint stops the run before the JVM starts

@@ -33,9 +33,10 @@ from werkzeug.serving import (
     select_address_family,
 )
 
-from logstream.dashboard.data import Filters, Snapshot, read_snapshot
+from logstream.dashboard.data import DimensionTraffic, Filters, Snapshot, read_snapshot
 from logstream.dashboard.figures import (
     bytes_figure,
+    dimension_figure,
     errors_figure,
     health_figure,
     requests_figure,
@@ -50,6 +51,7 @@ from logstream.dashboard.layout import (
     examples_tables,
     health_table,
     kpi_cards,
+    reference_panel,
     sessions_panel,
     top_clients_panel,
     trending_panel,
@@ -135,6 +137,11 @@ _OUTPUTS = (
     ("top-clients", "children"),
     ("graph-sessions", "figure"),
     ("sessions", "children"),
+    ("graph-sections", "figure"),
+    ("graph-agents", "figure"),
+    ("reference", "children"),
+    ("section-filter", "options"),
+    ("agent-filter", "options"),
 )
 #: What a refresh sends for the outputs after ``seen`` to leave them as they are (the store
 #: has no new data and the controls did not change, or the refresh failed).
@@ -149,6 +156,8 @@ def refresh_outputs(
     seen: Any = None,
     *,
     top: int | None = None,
+    sections: list[str] | None = None,
+    agent_classes: list[str] | None = None,
 ) -> tuple[Any, ...]:
     """Everything one refresh sends to the page (the body of the Dash callback).
 
@@ -164,18 +173,23 @@ def refresh_outputs(
         (``dash.no_update``).
     top : int, optional
         Trending pages listed (default: the pipeline's ``--top`` recorded in the store).
+    sections, agent_classes : list of str, optional
+        Sections and agent classes drawn in the reference-data charts (None or empty: all).
 
     Returns
     -------
     tuple
         One value per element of ``_OUTPUTS``: banner children and class, update time,
         ``seen`` key, KPI cards, trending panel, five figures, late / quarantine / health
-        panels, alerts and top-clients panels, the sessions figure and panel.
+        panels, alerts and top-clients panels, the sessions figure and panel, the section
+        and agent-class figures, the reference panel, and the options of the section and
+        agent-class filters.
     """
-    filters = Filters.build(time_range, url_prefix, status_classes)
+    filters = Filters.build(time_range, url_prefix, status_classes, sections, agent_classes)
     snap = read_snapshot(store_path, filters, top=top)
     key = [snap.state, repr(snap.version), filters.time_range, filters.url_prefix]
     key.append(",".join(filters.status_classes))
+    key += [",".join(filters.sections), ",".join(filters.agent_classes)]
     children, cls = banner(snap)
     head = (children, cls, snap.read_at, key)
     if seen == key and snap.state == "ok":
@@ -191,11 +205,22 @@ def safe_refresh(
     seen: Any = None,
     *,
     top: int | None = None,
+    sections: list[str] | None = None,
+    agent_classes: list[str] | None = None,
 ) -> tuple[Any, ...]:
     """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
     page never shows a stack trace; the log has it) and the panels keep their content."""
     try:
-        return refresh_outputs(store_path, time_range, url_prefix, status_classes, seen, top=top)
+        return refresh_outputs(
+            store_path,
+            time_range,
+            url_prefix,
+            status_classes,
+            seen,
+            top=top,
+            sections=sections,
+            agent_classes=agent_classes,
+        )
     except Exception as exc:
         log.exception("dashboard refresh failed")
         message = html.P(
@@ -222,7 +247,17 @@ def render(snap: Snapshot) -> tuple[Any, ...]:
         top_clients_panel(snap),
         sessions_figure(snap),
         sessions_panel(snap),
+        dimension_figure(snap, "sections"),
+        dimension_figure(snap, "agents"),
+        reference_panel(snap),
+        _options(snap.sections),
+        _options(snap.agents),
     )
+
+
+def _options(d: DimensionTraffic | None) -> list[dict[str, str]]:
+    """Dropdown options: the keys of a dimension in the range, by requests."""
+    return [] if d is None else [{"label": k, "value": k} for k in d.requests]
 
 
 def create_app(
@@ -269,12 +304,29 @@ def create_app(
         Input("range", "value"),
         Input("url-prefix", "value"),
         Input("status-filter", "value"),
+        Input("section-filter", "value"),
+        Input("agent-filter", "value"),
         State("seen", "data"),
     )
     def refresh(
-        _n: int, time_range: str, url_prefix: str, classes: list[str], seen: Any
+        _n: int,
+        time_range: str,
+        url_prefix: str,
+        classes: list[str],
+        sections: list[str] | None,
+        agent_classes: list[str] | None,
+        seen: Any,
     ) -> tuple[Any, ...]:
-        return safe_refresh(store_path, time_range, url_prefix, classes, seen, top=top)
+        return safe_refresh(
+            store_path,
+            time_range,
+            url_prefix,
+            classes,
+            seen,
+            top=top,
+            sections=sections,
+            agent_classes=agent_classes,
+        )
 
     return app
 

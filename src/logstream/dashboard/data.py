@@ -50,10 +50,12 @@ from logstream.serving import ServingStore
 
 __all__ = [
     "DEFAULT_RANGE",
+    "DIMENSION_SERIES",
     "STATUS_CLASSES",
     "TIME_RANGES",
     "Alert",
     "Alerts",
+    "DimensionTraffic",
     "Filters",
     "Health",
     "Session",
@@ -209,11 +211,15 @@ class Filters:
         empty = all pages.
     status_classes : tuple of str
         Status classes counted in the requests chart and the request totals.
+    sections, agent_classes : tuple of str
+        Site sections and agent classes drawn in the reference-data charts; empty = all.
     """
 
     time_range: str = DEFAULT_RANGE
     url_prefix: str = ""
     status_classes: tuple[str, ...] = STATUS_CLASSES
+    sections: tuple[str, ...] = ()
+    agent_classes: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -221,15 +227,20 @@ class Filters:
         time_range: str | None = None,
         url_prefix: str | None = None,
         status_classes: list[str] | tuple[str, ...] | None = None,
+        sections: list[str] | tuple[str, ...] | None = None,
+        agent_classes: list[str] | tuple[str, ...] | None = None,
     ) -> Filters:
         """Clean values from the browser: unknown range → default, prefix stripped, classes
-        kept in :data:`STATUS_CLASSES` order (None = all, an empty list = none)."""
+        kept in :data:`STATUS_CLASSES` order (None = all, an empty list = none); sections and
+        agent classes sorted (None or empty = all)."""
         rng = time_range if time_range in TIME_RANGES else DEFAULT_RANGE
         chosen = STATUS_CLASSES if status_classes is None else tuple(status_classes)
         return cls(
             time_range=rng,  # type: ignore[arg-type]
             url_prefix=(url_prefix or "").strip(),
             status_classes=tuple(c for c in STATUS_CLASSES if c in chosen),
+            sections=tuple(sorted(set(sections or ()))),
+            agent_classes=tuple(sorted(set(agent_classes or ()))),
         )
 
 
@@ -252,6 +263,26 @@ class Traffic:
     total_all: int = 0  #: requests of every class in the range
     total_bytes: int = 0  #: bytes in the range (every class)
     total_errors: int = 0  #: requests with status ≥ 400 in the range
+
+
+@dataclass
+class DimensionTraffic:
+    """Traffic per key of a reference-data view (sections, agent classes, networks) in the
+    range: the ``traffic_by_dimension`` table of the store."""
+
+    dimension: str  #: ``sections``, ``agents`` or ``networks``
+    bucket_s: int
+    times: list[str] = field(default_factory=list)  #: bucket starts, ISO UTC
+    #: requests/min per bucket of the selected keys (all keys when none is selected; for
+    #: networks the top :data:`DIMENSION_SERIES` by requests)
+    series: dict[str, list[float]] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)  #: every key: requests in the range
+    errors: dict[str, int] = field(default_factory=dict)  #: every key: status ≥ 400 in range
+
+    @property
+    def total(self) -> int:
+        """Requests of every key in the range."""
+        return sum(self.requests.values())
 
 
 @dataclass
@@ -458,11 +489,21 @@ class Snapshot:
     alerts: Alerts | None = None
     sessions: Sessions | None = None
     top_clients: TopClients | None = None
+    sections: DimensionTraffic | None = None
+    agents: DimensionTraffic | None = None
+    networks: DimensionTraffic | None = None
     dedup: bool | None = None  #: the ingest query drops duplicate lines (None: not recorded)
     #: the queries over ``events/`` the pipeline runs (``--queries``; None: not recorded)
     queries: frozenset[str] | None = None
     source_label: str | None = None  #: what the demo replays (``pipeline_state``)
     synthetic: bool = False  #: the data is generated, not real logs
+
+    @property
+    def crawler_share(self) -> float | None:
+        """Requests of the ``crawler`` agent class over all requests in the range (0–1)."""
+        if self.agents is None or not self.agents.total:
+            return None
+        return self.agents.requests.get("crawler", 0) / self.agents.total
 
     def query_off(self, name: str) -> bool:
         """Whether the pipeline writing this store runs without query ``name`` (``--queries``)."""
@@ -673,7 +714,59 @@ def _read(
     snap.sessions = _section(
         notes, "sessions or session_stats", lambda: _sessions(conn, state, range_start), None
     )
+    bucket = snap.traffic.bucket_s if snap.traffic else 60
+    chosen = {"sections": filters.sections, "agents": filters.agent_classes, "networks": ()}
+    for dimension, keys in chosen.items():
+        found = _section(
+            notes,
+            "traffic_by_dimension",
+            lambda d=dimension, k=keys: _dimension(conn, d, k, snap.range_start, bucket),
+            None,
+        )
+        setattr(snap, dimension, found)
     return snap
+
+
+#: Series drawn for a dimension with no key selected (the top keys by requests).
+DIMENSION_SERIES = 8
+
+
+def _dimension(
+    conn: sqlite3.Connection,
+    dimension: str,
+    keys: tuple[str, ...],
+    range_start: str | None,
+    bucket: int,
+) -> DimensionTraffic | None:
+    where, params = "WHERE dimension = ?", [dimension]
+    if range_start is not None:
+        where += " AND window_start >= ?"
+        params.append(range_start)
+    out = DimensionTraffic(dimension=dimension, bucket_s=bucket)
+    for key, requests, errors in conn.execute(
+        f"SELECT key, SUM(requests), SUM(errors) FROM traffic_by_dimension {where} "
+        "GROUP BY key ORDER BY SUM(requests) DESC, key",
+        params,
+    ):
+        out.requests[key] = int(requests)
+        out.errors[key] = int(errors)
+    if not out.requests:
+        return None
+    shown = [k for k in keys if k in out.requests] or list(out.requests)[:DIMENSION_SERIES]
+    rows = conn.execute(
+        f"SELECT (unixepoch(window_start) / {bucket}) * {bucket} AS t, key, SUM(requests) "
+        f"FROM traffic_by_dimension {where} AND key IN ({', '.join('?' * len(shown))}) "
+        "GROUP BY t, key ORDER BY t",
+        [*params, *shown],
+    ).fetchall()
+    times = sorted({r[0] for r in rows})
+    index = {t: i for i, t in enumerate(times)}
+    out.times = [iso(t) for t in times]
+    out.series = {k: [0.0] * len(times) for k in shown}
+    per_minute = 60.0 / bucket
+    for t, key, requests in rows:
+        out.series[key][index[t]] = requests * per_minute
+    return out
 
 
 def _section(notes: list[str], table: str, read: Callable[[], T], default: T) -> T:

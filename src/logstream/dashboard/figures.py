@@ -18,9 +18,11 @@ from logstream.dashboard.data import Alert, Snapshot, Traffic, epoch_s
 
 __all__ = [
     "ALERT_TRACE",
+    "DIMENSION_TITLES",
     "QUERY_OFF",
     "STATUS_COLORS",
     "bytes_figure",
+    "dimension_figure",
     "empty_figure",
     "errors_figure",
     "health_figure",
@@ -363,6 +365,33 @@ def visitors_figure(snap: Snapshot) -> dict[str, Any]:
     layout = _range_layout(snap, title)
     layout["showlegend"] = bucketed
     return {"data": data, "layout": layout}
+
+
+#: Titles of the reference-data charts, by dimension.
+DIMENSION_TITLES = {
+    "sections": "Requests per minute by site section",
+    "agents": "Requests per minute by agent class",
+}
+
+
+def dimension_figure(snap: Snapshot, dimension: str) -> dict[str, Any]:
+    """Requests per minute of the chosen sections or agent classes (one line each; the top
+    keys when none is chosen), from the reference-data views."""
+    d = getattr(snap, dimension)
+    title = DIMENSION_TITLES[dimension]
+    if d is None or not d.times:
+        output = {"sections": "traffic_by_section", "agents": "traffic_by_agent"}[dimension]
+        if snap.state == "ok" and snap.query_off(output):
+            return empty_figure(f"Not computed: the pipeline runs without {output}.", title)
+        return _no_data(snap, title, "No reference-data traffic in this time range.")
+    x = _times(d.times)
+    data = [
+        _trace("lines", key, x, values, line={"width": 1.2}, hovertemplate="%{y:,.1f}")
+        for key, values in d.series.items()
+    ]
+    if d.bucket_s > 60:
+        title += f" ({d.bucket_s // 60}-minute averages)"
+    return {"data": data, "layout": _range_layout(snap, title)}
 
 
 def sessions_figure(snap: Snapshot) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from logstream.dashboard.data import (
     STATUS_CLASSES,
     TIME_RANGES,
     Alert,
+    DimensionTraffic,
     Snapshot,
     TopClient,
     TopClients,
@@ -46,6 +47,7 @@ __all__ = [
     "examples_tables",
     "health_table",
     "kpi_cards",
+    "reference_panel",
     "sessions_panel",
     "top_clients_panel",
     "trending_panel",
@@ -58,6 +60,8 @@ GRAPHS = (
     "graph-errors",
     "graph-visitors",
     "graph-sessions",
+    "graph-sections",
+    "graph-agents",
     "graph-health",
 )
 
@@ -244,6 +248,20 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                                 ),
                                 "filters the requests chart and request totals",
                             ),
+                            _control(
+                                "Sections",
+                                dcc.Dropdown(
+                                    id="section-filter", multi=True, options=[], placeholder="all"
+                                ),
+                                "filters the sections chart",
+                            ),
+                            _control(
+                                "Agent classes",
+                                dcc.Dropdown(
+                                    id="agent-filter", multi=True, options=[], placeholder="all"
+                                ),
+                                "filters the agent-class chart",
+                            ),
                         ],
                         className="controls",
                     ),
@@ -259,6 +277,8 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                     _row("graph-bytes", "graph-errors"),
                     _row("graph-visitors", "graph-health"),
                     _row("graph-sessions", "sessions"),
+                    _row("graph-sections", "graph-agents"),
+                    html.Div(html.Div(id="reference", className="panel"), className="grid1"),
                     _row("late", "quarantine"),
                     html.Div(html.Div(id="health", className="panel"), className="grid1"),
                     dcc.Interval(id="tick", interval=refresh_ms, n_intervals=0),
@@ -608,6 +628,51 @@ def top_clients_panel(snap: Snapshot) -> list[Any]:
             className="pair",
         ),
     ]
+
+
+def _dimension_table(tid: str, label: str, d: DimensionTraffic, limit: int) -> html.Table:
+    rows = [
+        html.Tr(
+            [
+                html.Td(key),
+                html.Td(f"{requests:,}", className="num"),
+                html.Td(_share(requests, d.total), className="num"),
+                html.Td(f"{d.errors[key]:,}", className="num"),
+                html.Td(_share(d.errors[key], requests), className="num"),
+            ]
+        )
+        for key, requests in list(d.requests.items())[:limit]
+    ]
+    return _table(tid, [label, "requests", "share", "errors ≥400", "error rate"], rows)
+
+
+def reference_panel(snap: Snapshot) -> list[Any]:
+    """Traffic by agent class, section and network in the range (the reference-data views),
+    with the crawler share."""
+    heading = html.H2("Agent classes, sections and networks")
+    if snap.state != "ok" or (snap.agents is None and snap.sections is None):
+        what = "No reference-data traffic yet (traffic_by_agent, traffic_by_section)."
+        return [heading, html.Div(what, className="empty", id="reference-empty")]
+    share = snap.crawler_share
+    summary = html.Div(
+        "Crawler share: " + ("–" if share is None else f"{share:.1%}") + " of the requests "
+        "in the range (agent class 'crawler': the crawler-user-agents patterns, or your "
+        "--reference agents table)",
+        className="hint",
+        id="crawler-share",
+    )
+    tables = []
+    for dimension, label, limit in (
+        ("agents", "agent class", 20),
+        ("sections", "section", snap.top),
+        ("networks", "organisation", snap.top),
+    ):
+        d = getattr(snap, dimension)
+        if d is not None:
+            tables.append(
+                html.Div([html.H3(label), _dimension_table(f"{dimension}-table", label, d, limit)])
+            )
+    return [heading, summary, html.Div(tables, className="pair")]
 
 
 def sessions_panel(snap: Snapshot) -> list[Any]:

@@ -6,11 +6,25 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from logstream.config import config_error
 
-__all__ = ["DEFAULT_STORE_NAME", "EVENT_QUERIES", "PipelineConfig", "interval_seconds"]
+__all__ = [
+    "DEFAULT_STORE_NAME",
+    "EVENT_QUERIES",
+    "REFERENCE_QUERIES",
+    "PipelineConfig",
+    "interval_seconds",
+]
 
 #: File name of the serving store under the output directory when ``--store`` is not given.
 DEFAULT_STORE_NAME = "logstream.db"
@@ -24,7 +38,17 @@ EVENT_QUERIES = (
     "sessions",
     "top_clients",
     "alerts",
+    "traffic_by_section",
+    "traffic_by_agent",
+    "traffic_by_network",
 )
+#: The outputs enriched by reference tables (:mod:`logstream.reference`), and the table
+#: each needs; ``None``: a default exists (built-in agent classes, first-segment sections).
+REFERENCE_QUERIES = {
+    "traffic_by_section": None,
+    "traffic_by_agent": None,
+    "traffic_by_network": "networks",
+}
 
 _INTERVAL = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?|d|days?)\s*$",
@@ -88,7 +112,8 @@ class PipelineConfig(BaseModel):
     output_dir : Path
         Root of the Parquet outputs: ``events``, ``late_events``, ``quarantine``,
         ``traffic_per_minute``, ``trending_pages``, ``unique_visitors``, ``sessions``,
-        ``top_clients``, ``alerts``.
+        ``top_clients``, ``alerts``, ``traffic_by_section``, ``traffic_by_agent``,
+        ``traffic_by_network``.
     state_dir : Path
         Root of the checkpoints, one sub-directory per query.
     store : str, optional
@@ -137,11 +162,16 @@ class PipelineConfig(BaseModel):
         Standard deviations from the running mean that make a minute an alert (default 5).
     alert_warmup : str
         Minutes a series is observed before it may alert (default ``30 minutes``).
+    reference : dict of str to Path
+        Reference tables, ``{kind: file}`` with kinds ``networks``, ``agents``, ``sections``
+        (:mod:`logstream.reference`): CSV or Parquet files, re-read when they change.
     queries : tuple of str
         The analytics outputs to compute, from :data:`EVENT_QUERIES` (default: all), each
         in its Parquet output and the serving store. Also read from ``"all"``, ``"none"`` or
         a comma-separated list; kept in :data:`EVENT_QUERIES` order. An output turned on
-        later starts from the micro-batch it is turned on in.
+        later starts from the micro-batch it is turned on in. ``all`` leaves out
+        ``traffic_by_network`` when there is no networks table; naming it without one is an
+        error.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
@@ -174,7 +204,8 @@ class PipelineConfig(BaseModel):
     clients_window: str = "5 minutes"
     alert_sigma: float = Field(default=5.0, gt=0, le=100)
     alert_warmup: str = "30 minutes"
-    queries: tuple[str, ...] = EVENT_QUERIES
+    reference: dict[str, Path] = Field(default_factory=dict)
+    queries: tuple[str, ...] = "all"  # type: ignore[assignment]  # resolved by _queries
 
     @field_validator(
         "watermark",
@@ -192,13 +223,33 @@ class PipelineConfig(BaseModel):
     def _interval(cls, value: str) -> str:
         return _spark_interval(value)
 
+    @field_validator("reference")
+    @classmethod
+    def _reference(cls, value: dict[str, Path]) -> dict[str, Path]:
+        from logstream.reference import REFERENCE_KINDS
+
+        for kind, path in value.items():
+            if kind not in REFERENCE_KINDS:
+                raise ValueError(
+                    f"unknown reference table kind {kind!r}: choose from "
+                    + ", ".join(REFERENCE_KINDS)
+                )
+            if not Path(path).is_file():
+                raise ValueError(f"reference table {str(path)!r} ({kind}) does not exist")
+        return {k: Path(p).expanduser().absolute() for k, p in value.items()}
+
     @field_validator("queries", mode="before")
     @classmethod
-    def _queries(cls, value: object) -> tuple[str, ...]:
+    def _queries(cls, value: object, info: ValidationInfo) -> tuple[str, ...]:
+        tables = info.data.get("reference") or {}
         if isinstance(value, str):
             text = value.strip().lower()
             if text == "all":
-                return EVENT_QUERIES
+                return tuple(
+                    q
+                    for q in EVENT_QUERIES
+                    if REFERENCE_QUERIES.get(q) is None or REFERENCE_QUERIES[q] in tables
+                )
             if text == "none":
                 return ()
             names = [n.strip() for n in text.split(",") if n.strip()]
@@ -218,6 +269,13 @@ class PipelineConfig(BaseModel):
                 f"unknown query {unknown[0]!r}: choose 'all', 'none' or from "
                 f"{', '.join(EVENT_QUERIES)}"
             )
+        for name in names:
+            needs = REFERENCE_QUERIES.get(name)
+            if needs is not None and needs not in tables:
+                raise ValueError(
+                    f"query {name!r} needs a {needs} table: add --reference {needs}=FILE "
+                    "(CSV or Parquet), or leave it out of --queries"
+                )
         return tuple(q for q in EVENT_QUERIES if q in names)
 
     @field_validator("input_dir", "output_dir", "state_dir")

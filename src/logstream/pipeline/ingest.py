@@ -6,27 +6,32 @@ with batch DataFrames, for micro-batch ``N``:
 
 1. **Skip a delivered batch.** If snapshot ``N`` exists (:mod:`logstream.pipeline.state`), the
    batch was delivered before a crash: nothing to do.
-2. **Watermark.** The watermark of the batch is the newest event time of every earlier
+2. **Reference tables.** When a reference-data output is on, the versions of the reference
+   tables the batch uses are chosen and recorded before anything is written
+   (:meth:`logstream.reference.ReferenceTables.for_batch`): a replay enriches the same way.
+3. **Watermark.** The watermark of the batch is the newest event time of every earlier
    micro-batch minus the delay (``--watermark``), read from snapshot ``N − 1``: the textbook
    rule (Spark guide, "Handling Late Data and Watermarking"; book Ch. 12), deterministic, so
    a replay recomputes the same value.
-3. **Split** the parsed rows: an event at or before the watermark is a *late event*, the other
+4. **Split** the parsed rows: an event at or before the watermark is a *late event*, the other
    events are *on time*, an unparseable line is *quarantined*. Lateness is decided here,
    before any aggregation: nothing is dropped silently.
-4. **Publish** on-time events to ``events/``, late events (with the watermark they missed) to
+5. **Publish** on-time events to ``events/``, late events (with the watermark they missed) to
    ``late_events/`` and quarantined lines (and corrupt input files) to ``quarantine/``.
-5. **Aggregate once.** One aggregation folds the batch's on-time events into the open panes
+6. **Aggregate once.** One aggregation folds the batch's on-time events into the open panes
    of snapshot ``N − 1``, every view at once (:func:`~logstream.analytics.panes.fold_panes`:
    sums with one shuffle, and a small HLL aggregation for the visitors). Panes
    the new watermark (newest event time after this batch minus the delay) has passed are
    final: they are published, each once — ``traffic_per_minute/``, ``unique_visitors/``,
-   ``trending_pages/`` (5-minute windows summed from 1-minute panes), ``top_clients/`` — and
+   ``trending_pages/`` (5-minute windows summed from 1-minute panes), ``top_clients/``,
+   ``traffic_by_section/``, ``traffic_by_agent/``, ``traffic_by_network/`` (panes keyed by
+   the columns the reference tables add: broadcast joins before the aggregation) — and
    the final per-minute series feed the anomaly detector (``alerts/``). Visitor sessions merge
    the batch's per-client, per-minute summaries with the open sessions (``sessions/``).
-6. **Serve.** The panes this batch changed, with their merged values, and the batch's counters,
+7. **Serve.** The panes this batch changed, with their merged values, and the batch's counters,
    examples, closed sessions and alerts go to the serving store in one transaction with the
    batch id in its ledger (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
-7. **Snapshot.** The open panes, open sessions and detector state are written as snapshot
+8. **Snapshot.** The open panes, open sessions and detector state are written as snapshot
    ``N``, the batch's last write.
 
 Counts: ``on-time + late + quarantined = lines read`` for every micro-batch.
@@ -60,8 +65,10 @@ from logstream.analytics.alerts import (
     split_scored,
 )
 from logstream.analytics.panes import (
+    DIMENSION_VIEWS,
     PANE_SCHEMA,
     PaneSpec,
+    dimension_windows,
     fold_panes,
     sliding_windows,
     traffic_windows,
@@ -73,8 +80,9 @@ from logstream.analytics.sessions import (
     split_sessions,
 )
 from logstream.parsing import REASON_COLUMN
-from logstream.pipeline.config import EVENT_QUERIES
+from logstream.pipeline.config import EVENT_QUERIES, REFERENCE_QUERIES
 from logstream.pipeline.state import SnapshotMeta, StateSnapshots
+from logstream.reference import Enricher, ReferenceTables, Table
 from logstream.schema import EVENT_COLUMNS, QUARANTINE_SCHEMA
 from logstream.serving import IngestBatchWrite, ServingStore
 from logstream.serving.store import ALERTS_KEPT, SESSIONS_KEPT
@@ -111,6 +119,14 @@ INGEST_QUERY = "ingest"
 
 #: The analytics outputs, in the order they are written; ``--queries`` chooses among them.
 OUTPUTS = EVENT_QUERIES
+#: The outputs of the dimension views (traffic per reference-data key), and their views.
+DIMENSION_OUTPUTS = {
+    "traffic_by_section": "sections",
+    "traffic_by_agent": "agents",
+    "traffic_by_network": "networks",
+}
+#: The event columns the analytics read (a narrower row before the reference joins).
+_ANALYTICS_COLUMNS = ("event_time", "client_host", "url_path", "status", "bytes_sent", "user_agent")
 
 #: Late and quarantined rows kept as examples per micro-batch.
 _EXAMPLES_PER_BATCH = 5
@@ -173,7 +189,7 @@ class AnalyticsSettings:
     retention_ms: int = 2 * 3600 * 1000
     top: int = 10
     alerts: AlertConfig = field(default_factory=AlertConfig)
-    outputs: tuple[str, ...] = OUTPUTS
+    outputs: tuple[str, ...] = tuple(q for q in OUTPUTS if REFERENCE_QUERIES.get(q) is None)
 
     def watermark_at(self, max_event_ms: int | None) -> int | None:
         """The watermark (epoch ms) after events up to ``max_event_ms``: the newest event time
@@ -201,6 +217,7 @@ class AnalyticsSettings:
             views.append("visitors")
         if "top_clients" in wanted:
             views.append("clients")
+        views += [view for output, view in DIMENSION_OUTPUTS.items() if output in wanted]
         return PaneSpec(
             traffic_ms=self.traffic_ms,
             page_pane_ms=self.trending_slide_ms,
@@ -243,6 +260,10 @@ class IngestStage:
     stateful_input : bool
         The parsed stream has a stateful operator (deduplication): a skipped replay still runs
         its plan so that the state store commits the batch.
+    reference : ReferenceTables, optional
+        The reference tables of the dimension views (default: the built-in agent classes and
+        first-segment sections); each micro-batch records the versions it uses, so a replay
+        enriches the same way.
 
     Notes
     -----
@@ -258,6 +279,7 @@ class IngestStage:
         checkpoint: Path | None = None,
         strict: bool = False,
         stateful_input: bool = False,
+        reference: ReferenceTables | None = None,
     ) -> None:
         self.output_dir = output_dir
         self.store = store
@@ -266,6 +288,9 @@ class IngestStage:
         self.checkpoint = checkpoint
         self.strict = strict
         self.stateful_input = stateful_input
+        self.reference = reference if reference is not None else ReferenceTables()
+        self._enricher: Enricher | None = None
+        self._tables: dict[str, Table] = {}  # the reference tables of the running batch
         self.totals = IngestTotals()
         #: Seconds spent in each step of the micro-batches of this process (the profile:
         #: ``bench/profile_pipeline.py``).
@@ -321,6 +346,9 @@ class IngestStage:
         if corrupt and self.strict:
             raise_if_corrupt(corrupt)  # before anything is written
         prev = self.state.latest_before(batch_id)
+        if any(v in DIMENSION_VIEWS for v in self.settings.pane_spec().views):
+            # chosen (and recorded) before anything is written: a replay uses the same
+            self._tables = self.reference.for_batch(batch_id)
         # keep the raw text only where it is needed (quarantine): a much smaller cache
         parsed = parsed.withColumn(
             "raw_line", F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line"))
@@ -484,6 +512,8 @@ class IngestStage:
             # a view turned off leaves the state (fold_panes keeps the views of the spec)
             open_panes = self.state.read(prev, "panes")
             events = on_time if write.events else None
+            if events is not None and any(v in DIMENSION_VIEWS for v in spec.views):
+                events = self._enriched(events, write)
             merged = fold_panes(open_panes, events, spec).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(merged)
             windows = None
@@ -512,6 +542,14 @@ class IngestStage:
             with self._timed("sessions"):
                 parts["sessions"] = self._sessions(on_time, prev, next_watermark, write, cached)
         return parts
+
+    def _enriched(self, events: DataFrame, write: IngestBatchWrite) -> DataFrame:
+        """The events with the reference columns, by the tables' versions of this batch."""
+        tables = self._tables
+        write.reference_versions = {k: t.digest for k, t in sorted(tables.items())}
+        if self._enricher is None:
+            self._enricher = Enricher(events.sparkSession)
+        return self._enricher.enrich(events.select(*_ANALYTICS_COLUMNS), tables)
 
     def _publish_windows(
         self,
@@ -546,6 +584,10 @@ class IngestStage:
                 "requests",
             )
             publish_batch(final_windows, out / "trending_pages", batch_id)
+        for output, view in DIMENSION_OUTPUTS.items():
+            if output in s.outputs:
+                rows = finals.where(self._complete(output, start))
+                publish_batch(dimension_windows(rows, view), out / output, batch_id)
         if "top_clients" in s.outputs:
             complete = self._complete("top_clients", start)
             counts = finals.where((F.col("view") == "clients") & complete).select(
@@ -573,6 +615,7 @@ class IngestStage:
             "traffic": "traffic_per_minute",
             "visitors": "unique_visitors",
             "clients": "top_clients",
+            **{view: output for output, view in DIMENSION_OUTPUTS.items()},
         }
         complete = F.lit(False)
         for view, output in view_output.items():
@@ -580,9 +623,9 @@ class IngestStage:
                 complete = complete | (
                     (F.col("view") == view) & self._complete(output, F.col("start_ms"))
                 )
-        # traffic and visitors keep every window (one row a minute); clients and trending pages
-        # keep the retention
-        recent = (F.col("view") != "clients") | (F.col("end_ms") > F.lit(horizon_ms))
+        # traffic, visitors, sections and agent classes keep every window (a few rows a
+        # minute); clients, networks and trending pages keep the retention
+        recent = ~F.col("view").isin("clients", "networks") | (F.col("end_ms") > F.lit(horizon_ms))
         live = merged.where(F.col("touched") & recent & complete).select(
             "view",
             "key",
@@ -631,6 +674,9 @@ class IngestStage:
             (r["ws"], r["we"], r["key"], int(r["requests"]))
             for r in rows
             if r["view"] == "trending"
+        ]
+        write.dimensions = [
+            (r["view"], r["key"], *r[2:12]) for r in rows if r["view"] in DIMENSION_VIEWS
         ]
 
     def _sessions(

@@ -54,6 +54,7 @@ from logstream.pipeline.ingest import (
     IngestTotals,
 )
 from logstream.pipeline.state import StateSnapshots
+from logstream.reference import ReferenceTables
 from logstream.replay import open_log
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from logstream.serving import ServingStore
@@ -191,6 +192,7 @@ class Pipeline:
             checkpoint=self._checkpoint_path(INGEST_QUERY) if cfg.source == "dir" else None,
             strict=cfg.strict,
             stateful_input=cfg.dedup,
+            reference=ReferenceTables(cfg.reference, snapshot_dir=cfg.state_dir / "reference"),
         )
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)

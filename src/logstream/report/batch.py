@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from logstream import analytics
 from logstream.parsing import REASON_COLUMN, events, quarantine
+from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
@@ -36,6 +37,7 @@ REPORT_KEYS: tuple[str, ...] = (
     "top_not_found",
     "sessions",
     "quarantine",
+    "reference",
 )
 
 #: Quarantined lines shown as examples in the report.
@@ -63,6 +65,7 @@ def build_report(
     quarantine_path: str | None = None,
     duplicates_dropped: int | None = None,
     corrupt_files: dict[str, str] | None = None,
+    reference: ReferenceTables | None = None,
 ) -> dict[str, Any]:
     """Compute the batch report from parsed lines.
 
@@ -91,6 +94,10 @@ def build_report(
         ``parsed``. Reported in ``general.corrupt_files`` (a count) and
         ``quarantine.corrupt_files``, and written to ``quarantine_path`` with reason
         ``corrupt_file``.
+    reference : ReferenceTables, optional
+        Reference tables (:mod:`logstream.reference`); default: the built-in agent classes
+        and first-segment sections. The events are enriched by the same broadcast joins as
+        in ``logstream run``.
 
     Returns
     -------
@@ -105,7 +112,11 @@ def build_report(
         lists of row dictionaries; ``sessions`` summarises visitor sessions (30-minute gap,
         :func:`~logstream.analytics.sessions`): ``sessions``, ``median_duration_s`` and
         ``p95_duration_s`` (seconds, KLL estimates), ``bounce_rate`` (0–1) and
-        ``pages_per_session``.
+        ``pages_per_session``; ``reference`` holds ``crawler_share`` (0–1: requests of the
+        ``crawler`` agent class over valid requests), ``agent_classes``, ``sections`` and
+        (with a networks table) ``networks``: the top ``top`` keys by requests, each with
+        ``requests``, ``bytes``, ``errors`` (status ≥ 400) and ``error_rate``; and
+        ``tables``: each table's source and version (SHA-256).
 
     Raises
     ------
@@ -119,10 +130,83 @@ def build_report(
         report = _build(
             parsed, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
         )
+        report["reference"] = _reference(
+            events(parsed), reference if reference is not None else ReferenceTables(), top
+        )
     finally:
         parsed.unpersist()
     report["general"]["duplicates_dropped"] = duplicates_dropped
     return report
+
+
+_DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
+
+
+def _reference(ev: DataFrame, reference: ReferenceTables, top: int) -> dict[str, Any]:
+    """Traffic per agent class, section and network: one aggregation over the union of the
+    three projections, top ``top`` keys of each."""
+    tables = reference.current
+    enriched = Enricher(ev.sparkSession).enrich(
+        ev.select("client_host", "user_agent", "url_path", "status", "bytes_sent"), tables
+    )
+    names = [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
+    rows = (
+        enriched.select(
+            F.explode(
+                F.array(
+                    *(
+                        F.struct(
+                            F.lit(n).alias("dimension"),
+                            F.coalesce(F.col(_DIMENSIONS[n]), F.lit("unknown")).alias("key"),
+                        )
+                        for n in names
+                    )
+                )
+            ).alias("d"),
+            "status",
+            "bytes_sent",
+        )
+        .groupBy(F.col("d.dimension").alias("dimension"), F.col("d.key").alias("key"))
+        .agg(
+            F.count("*").alias("requests"),
+            F.sum("bytes_sent").alias("bytes"),
+            F.count_if(F.col("status") >= 400).alias("errors"),
+        )
+    )
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # small: a row per key
+    try:
+        return _reference_rows(rows, names, tables, top)
+    finally:
+        rows.unpersist()
+
+
+def _reference_rows(
+    rows: DataFrame, names: list[str], tables: dict[str, Any], top: int
+) -> dict[str, Any]:
+    out: dict[str, Any] = {n: [] for n in names}
+    total = crawlers = 0
+    for r in _rows(analytics.top_n_per_group(rows, ["dimension"], ["requests"], top)):
+        out[r["dimension"]].append(
+            {
+                _DIMENSIONS[r["dimension"]]: r["key"],
+                "requests": r["requests"],
+                "bytes": int(r["bytes"] or 0),
+                "errors": r["errors"],
+                "error_rate": round(r["errors"] / r["requests"], 6),
+            }
+        )
+    for r in _rows(
+        rows.where(F.col("dimension") == "agent_classes").agg(
+            F.sum("requests").alias("total"),
+            F.sum(F.when(F.col("key") == CRAWLER_CLASS, F.col("requests"))).alias("crawlers"),
+        )
+    ):
+        total, crawlers = int(r["total"] or 0), int(r["crawlers"] or 0)
+    return {
+        "crawler_share": round(crawlers / total, 6) if total else None,
+        **out,
+        "tables": {k: {"source": t.source, "version": t.digest} for k, t in sorted(tables.items())},
+    }
 
 
 def _build(

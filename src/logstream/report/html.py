@@ -45,6 +45,27 @@ def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _reference_html(ref: dict[str, Any] | None) -> str:
+    """Agent classes (with the crawler share), sections and networks, when the report has them."""
+    if not ref:
+        return ""
+    columns = [("requests", "requests"), ("errors", "errors ≥400"), ("bytes", "bytes")]
+    share = ref.get("crawler_share")
+    parts = [
+        "<h2>Agent classes</h2>",
+        f"<p>Crawler share: {'–' if share is None else f'{share:.1%}'}</p>",
+        _table(ref["agent_classes"], [("agent_class", "class"), *columns]),
+        "<h2>Top sections</h2>",
+        _table(ref["sections"], [("section", "section"), *columns]),
+    ]
+    if "networks" in ref:
+        parts += [
+            "<h2>Top networks</h2>",
+            _table(ref["networks"], [("organisation", "organisation"), *columns]),
+        ]
+    return "\n".join(parts)
+
+
 def render_html(report: dict[str, Any]) -> str:
     """Return the report as a self-contained HTML document (charts work offline)."""
     g = report["general"]
@@ -128,6 +149,7 @@ def render_html(report: dict[str, Any]) -> str:
     }
 <h2>Top 404 URLs</h2>
 {_table(report["top_not_found"], [("url_path", "URL"), ("requests", "requests")])}
+{_reference_html(report.get("reference"))}
 <h2>Quarantined lines</h2>
 {_table(reasons, [("reason", "reason"), ("lines", "lines")]) if reasons else "<p>None.</p>"}
 {

@@ -121,6 +121,19 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
         visits.add_row("Bounce rate", f"{v['bounce_rate']:.1%}")
         visits.add_row("Pages per session", f"{v['pages_per_session']:.2f}")
         console.print(Panel(visits, title="Visitor sessions", expand=False))
+    ref = report.get("reference")
+    if ref:
+        share = ref["crawler_share"]
+        columns = [("requests", "requests"), ("errors", "errors ≥400"), ("bytes", "bytes")]
+        title = "Agent classes" + ("" if share is None else f" (crawler share {share:.1%})")
+        console.print(_table(title, [("agent_class", "class"), *columns], ref["agent_classes"]))
+        console.print(_table("Top sections", [("section", "section"), *columns], ref["sections"]))
+        if "networks" in ref:
+            console.print(
+                _table(
+                    "Top networks", [("organisation", "organisation"), *columns], ref["networks"]
+                )
+            )
     q = report["quarantine"]
     if q["failed_lines"]:
         reasons = [{"reason": k, "lines": v} for k, v in q["reasons"].items()]

@@ -41,12 +41,18 @@ p95_duration_s, sketch)``: per window of session start, merged across micro-batc
 the KLL sketch of durations
 ``alerts(seq, batch_id, series, metric, window_start, window_end, value, mean, std, z,
 direction)``: the latest :data:`ALERTS_KEPT` anomaly alerts
+``traffic_by_dimension(dimension, key, window_start, window_end, requests, bytes, status_1xx
+… status_5xx, errors)``: traffic per window of the reference-data views (``sections``,
+``agents``, ``networks``; :mod:`logstream.reference`), upserted like ``traffic_per_minute``;
+the ``networks`` rows are kept for the retention only. ``pipeline_state.reference_versions``
+holds the table versions (SHA-256) of the newest micro-batch.
 
 Sessions and alerts are committed with the ingest micro-batch that closed or raised them.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -107,6 +113,12 @@ CREATE TABLE IF NOT EXISTS session_stats (
     window_start TEXT PRIMARY KEY, window_end TEXT NOT NULL, sessions INTEGER NOT NULL,
     bounces INTEGER NOT NULL, pages INTEGER NOT NULL, median_duration_s INTEGER,
     p95_duration_s INTEGER, sketch BLOB);
+CREATE TABLE IF NOT EXISTS traffic_by_dimension (
+    dimension TEXT NOT NULL, key TEXT NOT NULL, window_start TEXT NOT NULL,
+    window_end TEXT NOT NULL, requests INTEGER NOT NULL, bytes INTEGER NOT NULL,
+    status_1xx INTEGER NOT NULL, status_2xx INTEGER NOT NULL, status_3xx INTEGER NOT NULL,
+    status_4xx INTEGER NOT NULL, status_5xx INTEGER NOT NULL, errors INTEGER NOT NULL,
+    PRIMARY KEY (dimension, window_start, key));
 CREATE TABLE IF NOT EXISTS alerts (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, batch_id INTEGER, series TEXT, metric TEXT,
     window_start TEXT, window_end TEXT, value REAL, mean REAL, std REAL, z REAL,
@@ -143,6 +155,9 @@ class IngestBatchWrite:
     sessions: list[tuple[Any, ...]] = field(default_factory=list)  # latest closed, oldest first
     session_stats: list[tuple[Any, ...]] = field(default_factory=list)  # merged, replace
     alerts: list[tuple[Any, ...]] = field(default_factory=list)  # series … direction
+    #: merged traffic of the dimension views: (dimension, key, *_TRAFFIC_COLS)
+    dimensions: list[tuple[Any, ...]] = field(default_factory=list)
+    reference_versions: dict[str, str] | None = None  #: {table kind: SHA-256} of the batch
     prune_trending_before: str | None = None  # drop trending and client windows ending ≤
     final_before: str | None = None  # windows ending at or before are final
 
@@ -243,12 +258,29 @@ class ServingStore:
                 f"ON CONFLICT(window_start) DO UPDATE SET {sets}",
                 write.traffic,
             )
+            dims = ", ".join(("dimension", "key", *_TRAFFIC_COLS))
+            conn.executemany(
+                f"INSERT INTO traffic_by_dimension({dims}) VALUES ({', '.join('?' * 12)}) "
+                f"ON CONFLICT(dimension, window_start, key) DO UPDATE SET {sets}",
+                write.dimensions,
+            )
             if write.prune_trending_before is not None:
                 for table in ("trending_pages", "top_clients"):
                     conn.execute(
                         f"DELETE FROM {table} WHERE window_end <= ?",
                         (write.prune_trending_before,),
                     )
+                conn.execute(  # one row per network and minute: kept for the retention only
+                    "DELETE FROM traffic_by_dimension WHERE dimension = 'networks' "
+                    "AND window_end <= ?",
+                    (write.prune_trending_before,),
+                )
+            if write.reference_versions is not None:
+                conn.execute(
+                    "INSERT INTO pipeline_state(key, value) VALUES ('reference_versions', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (json.dumps(write.reference_versions),),
+                )
             conn.executemany(
                 "INSERT INTO top_clients(window_start, window_end, client_host, requests, "
                 "bytes) VALUES (?, ?, ?, ?, ?) ON CONFLICT(window_start, client_host) "
