@@ -11,6 +11,11 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    output on, ``--max-files-per-trigger`` files per micro-batch (default 31: one micro-batch);
 4. ``backfill_ingest``: the same with ``--queries none`` (events, late events and quarantine
    only);
+   ``backfill_no_reference``: the same with the outputs of before reference data (no
+   ``traffic_by_section``, ``traffic_by_agent``): the cost of those default views is its
+   difference with ``backfill_full``;
+   ``backfill_reference``: ``backfill_full`` plus ``--reference`` sections and networks tables
+   (``examples/reference/``): every reference join and all three reference outputs;
 5. ``live`` (unless ``--skip-live``): ``logstream run --trigger "2 seconds"`` while chunk files
    land in its input directory at ``--live-rate`` lines/s for ``--live-seconds``; the latency
    of a chunk is the time from its rename into the directory to the moment the serving store's
@@ -107,7 +112,18 @@ def run_args(tmp: Path, landing: Path, *extra: str) -> list[str]:
     ]
 
 
-def backfill(files: list[Path], per_trigger: int, queries: str) -> float:
+#: The outputs of the pipeline before reference data.
+NO_REFERENCE = "traffic_per_minute,trending_pages,unique_visitors,sessions,top_clients,alerts"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "reference"
+REFERENCE_ARGS = (
+    "--reference",
+    f"sections={EXAMPLES / 'sections-nasa.csv'}",
+    "--reference",
+    f"networks={EXAMPLES / 'networks-crawlers.csv'}",
+)
+
+
+def backfill(files: list[Path], per_trigger: int, queries: str, *extra: str) -> float:
     tmp = Path(tempfile.mkdtemp(prefix="bench-vs-goaccess-"))
     try:
         landing = landing_dir(files, tmp)
@@ -121,6 +137,7 @@ def backfill(files: list[Path], per_trigger: int, queries: str) -> float:
                 str(per_trigger),
                 "--queries",
                 queries,
+                *extra,
             )
         )
     finally:
@@ -246,6 +263,8 @@ def main() -> None:
     figures["batch"] = timed([*batch_cmd, "--quiet", "--json", report_json])
     figures["backfill_full"] = backfill(files, args.files_per_trigger, "all")
     figures["backfill_ingest"] = backfill(files, args.files_per_trigger, "none")
+    figures["backfill_no_reference"] = backfill(files, args.files_per_trigger, NO_REFERENCE)
+    figures["backfill_reference"] = backfill(files, args.files_per_trigger, "all", *REFERENCE_ARGS)
     shutil.rmtree(tmp, ignore_errors=True)
     report = {
         "input": f"NASA day x{len(files)} (bench/build_july.py), {lines:,} lines",

@@ -129,11 +129,20 @@ def test_batch_report_enriches_like_python(spark, combined_log, tmp_path):
     tables = ReferenceTables({"networks": tmp_path / "n.csv"})
     parsed = parse(read_lines(spark, [combined_log]), resolve_format("combined"))
     report = build_report(parsed, top=20, reference=tables)["reference"]
-    rows = parsed.where("quarantine_reason IS NULL").select("client_host", "user_agent").collect()
+    rows = (
+        parsed.where("quarantine_reason IS NULL")
+        .select("client_host", "user_agent", "url_path")
+        .collect()
+    )
     classes = Counter(agent_class(r["user_agent"]) for r in rows)
     networks = Counter(organisation(r["client_host"]) for r in rows)
+    # without a sections table: the first path segment
+    segments = Counter(re.match(r"(/[^/]*/)?", r["url_path"]).group(1) or "/" for r in rows)
     assert {r["agent_class"]: r["requests"] for r in report["agent_classes"]} == classes
     assert {r["organisation"]: r["requests"] for r in report["networks"]} == networks
+    top = {r["section"]: r["requests"] for r in report["sections"]}
+    assert len(top) == min(20, len(segments)) and all(segments[k] == v for k, v in top.items())
+    assert min(top.values()) >= max([v for k, v in segments.items() if k not in top] or [0])
     assert report["crawler_share"] == round(classes["crawler"] / len(rows), 6)
     assert 0.15 < report["crawler_share"] < 0.25  # Googlebot, archive.org, Ezooms, …
     assert report["tables"]["networks"]["source"] == str(tmp_path / "n.csv")

@@ -10,6 +10,7 @@ from typer.exceptions import TyperException
 from logstream.cli import batch as _batch  # noqa: F401  (registers the command)
 from logstream.cli import dashboard as _dashboard  # noqa: F401
 from logstream.cli import data as _data  # noqa: F401
+from logstream.cli import devices as _devices  # noqa: F401
 from logstream.cli import dstream as _dstream  # noqa: F401
 from logstream.cli import generate as _generate  # noqa: F401
 from logstream.cli import replay as _replay  # noqa: F401

@@ -150,6 +150,11 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         self.fmt = detect_stream_format(self.cfg)
+        self.outputs = self.cfg.queries
+        if "traffic_by_agent" in self.outputs and "user_agent" not in self.fmt.fields:
+            # every event would be "unknown": a view that costs and says nothing
+            log.info("format %s has no user agent: traffic_by_agent is not computed", self.fmt.name)
+            self.outputs = tuple(q for q in self.outputs if q != "traffic_by_agent")
         self.store = ServingStore(self.cfg.store_path)
         self.pipeline_id = claim(self.cfg.state_dir, self.cfg.output_dir, self.store)
         self.store.set_state(
@@ -165,7 +170,7 @@ class Pipeline:
                 "session_stats_window": self.cfg.session_stats_window,
                 "clients_window": self.cfg.clients_window,
                 "alert_sigma": str(self.cfg.alert_sigma),
-                "queries": ",".join(self.cfg.queries) or "none",
+                "queries": ",".join(self.outputs) or "none",
             }
         )
         cfg = self.cfg
@@ -182,7 +187,7 @@ class Pipeline:
             alerts=AlertConfig(
                 k=cfg.alert_sigma, warmup_minutes=int(interval_seconds(cfg.alert_warmup) // 60)
             ),
-            outputs=cfg.queries,
+            outputs=self.outputs,
         )
         self.ingest = IngestStage(
             cfg.output_dir,

@@ -29,7 +29,13 @@ from logstream.reference.tables import Table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ENRICHMENT_COLUMNS", "Enricher", "agent_class_column", "ipv4_number"]
+__all__ = [
+    "ENRICHMENT_COLUMNS",
+    "Enricher",
+    "agent_class_column",
+    "first_segment",
+    "ipv4_number",
+]
 
 #: Columns :meth:`Enricher.enrich` adds, in order.
 ENRICHMENT_COLUMNS = ("organisation", "country", "agent_class", "section")
@@ -50,6 +56,22 @@ def ipv4_number(host: Column) -> Column:
     for i in range(4):
         number = number * 256 + F.try_element_at(parts, F.lit(i + 1)).try_cast("bigint")
     return F.when(host.rlike(_IPV4), number)
+
+
+def first_segment(url_path: Column) -> Column:
+    """The default section: the path's first segment with its slashes (``/shuttle/``), ``/``
+    for a file at the root, ``unknown`` without a path. String functions, no regular
+    expression (a regex per event costs about a third more).
+
+    Examples
+    --------
+    ``/shuttle/missions/a.html`` → ``/shuttle/``; ``/ksc.html`` → ``/``.
+    """
+    rest = F.substring(url_path, 2, 1 << 30)
+    first = F.concat(F.lit("/"), F.substring_index(rest, "/", 1), F.lit("/"))
+    return F.when(url_path.isNull(), F.lit("unknown")).otherwise(
+        F.when(F.instr(rest, "/") > 0, first).otherwise(F.lit("/"))
+    )
 
 
 def agent_class_column(table: Table, user_agent: Column) -> Column:
@@ -111,10 +133,7 @@ class Enricher:
         if "sections" in tables:
             df, section = self._sections(df, tables["sections"])
         else:
-            first = F.regexp_extract(F.col("url_path"), r"^(/[^/]*/)", 1)
-            section = F.when(F.col("url_path").isNull(), "unknown").otherwise(
-                F.when(first == "", "/").otherwise(first)
-            )
+            section = first_segment(F.col("url_path"))
         return df.select(
             *columns,
             org.alias("organisation"),

@@ -56,6 +56,7 @@ __all__ = [
     "builtin_agent_rules",
     "load_table",
     "parse_reference_options",
+    "read_rows",
 ]
 
 log = logging.getLogger(__name__)
@@ -199,8 +200,15 @@ def parse_reference_options(values: list[str] | tuple[str, ...] | None) -> dict[
     return tables
 
 
-def _read_rows(kind: str, data: bytes, name: str) -> list[dict[str, str | None]]:
-    """Rows of a CSV or Parquet file as dictionaries of text."""
+def read_rows(kind: str, data: bytes, name: str) -> list[dict[str, str | None]]:
+    """Rows of a CSV (with a header) or Parquet file as dictionaries of text.
+
+    Raises
+    ------
+    ConfigError
+        When the file is neither, or cannot be read; the message starts with ``kind`` and
+        ``name``.
+    """
     if name.endswith(".parquet"):
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -240,7 +248,7 @@ def load_table(kind: str, data: bytes, name: str) -> Table:
         When a column is missing or a row is invalid; the message names the row (1 = the
         first row after the header) and the fix.
     """
-    rows = _read_rows(kind, data, name)
+    rows = read_rows(kind, data, name)
     wanted = COLUMNS[kind]
     header = set(rows[0]) if rows else set()
     missing = [c for c in wanted if c not in _OPTIONAL and c not in header]

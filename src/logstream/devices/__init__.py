@@ -1,0 +1,44 @@
+"""Device and sensor events: the IoT pipeline of the book's Ch. 8–9 and the fleet tracking of
+Ch. 13, on real readings (the UCI occupancy data set of Ch. 15).
+
+:mod:`~logstream.devices.readings` parses readings, joins the device registry and computes
+per-device windows and threshold alerts; :mod:`~logstream.devices.state` tracks each device
+(online, silent, offline; room occupied or free) with ``transformWithStateInPandas`` and
+event-time timers; :mod:`~logstream.devices.pipeline` runs them as ``logstream devices run``.
+"""
+
+from logstream.devices.pipeline import (
+    DEVICE_OUTPUTS,
+    DeviceConfig,
+    load_registry,
+    start_device_queries,
+)
+from logstream.devices.readings import (
+    BAD_READING,
+    METRICS,
+    READING_SCHEMA,
+    REGISTRY_COLUMNS,
+    device_windows,
+    parse_readings,
+    threshold_alerts,
+    with_registry,
+)
+from logstream.devices.state import StateConfig, device_transitions, transitions
+
+__all__ = [
+    "BAD_READING",
+    "DEVICE_OUTPUTS",
+    "METRICS",
+    "READING_SCHEMA",
+    "REGISTRY_COLUMNS",
+    "DeviceConfig",
+    "StateConfig",
+    "device_transitions",
+    "device_windows",
+    "load_registry",
+    "parse_readings",
+    "start_device_queries",
+    "threshold_alerts",
+    "transitions",
+    "with_registry",
+]

@@ -1,0 +1,259 @@
+"""The device pipeline (``logstream devices run``): sensor readings → registry join → per-device
+windows, threshold alerts and device state, each a streaming query with its own checkpoint
+and an exactly-once Parquet file sink (book Ch. 8–9 and 13).
+
+Outputs under ``OUTPUT_DIR``:
+
+==================  =============================================================  ===========
+output              columns                                                        written
+==================  =============================================================  ===========
+``device_windows``  :func:`~logstream.devices.readings.device_windows`             when the
+                                                                                   watermark
+                                                                                   passes the
+                                                                                   window
+``device_alerts``   :func:`~logstream.devices.readings.threshold_alerts`           per reading
+``device_events``   :func:`~logstream.devices.state.device_transitions`            per change
+``quarantine``      ``raw_line``, ``source_file``, ``reason``, ``detail``          per line
+==================  =============================================================  ===========
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pyspark.sql import functions as F
+
+from logstream.config import config_error
+from logstream.devices.readings import (
+    METRICS,
+    REGISTRY_COLUMNS,
+    device_windows,
+    parse_readings,
+    threshold_alerts,
+    with_registry,
+)
+from logstream.devices.state import StateConfig, device_transitions
+from logstream.errors import ConfigError, InputPathError
+from logstream.pipeline.config import interval_seconds
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["DEVICE_OUTPUTS", "DeviceConfig", "load_registry", "start_device_queries"]
+
+#: The queries of the device pipeline and their Parquet outputs.
+DEVICE_OUTPUTS = ("device_windows", "device_alerts", "device_events", "quarantine")
+
+
+class DeviceConfig(BaseModel):
+    """Options of ``logstream devices run``.
+
+    Parameters
+    ----------
+    input : str
+        A directory of reading files, or a quoted glob (``"data/occupancy_*.txt.gz"``).
+    format : {"csv", "json"}
+        Reading lines (:mod:`logstream.devices.readings`).
+    registry : Path, optional
+        Device registry, CSV or Parquet: ``device``, ``room``, ``type`` and optional
+        thresholds ``<metric>_max``.
+    output_dir, state_dir : Path
+        Parquet outputs; one checkpoint per query.
+    window : str
+        Tumbling window of the per-device statistics (default 5 minutes).
+    watermark : str
+        Event-time delay after which a window is final and a reading late (default 2 minutes).
+    silent_after, offline_after : str
+        Event time without a reading after which a device is silent, then offline.
+    trigger : str
+        ``available-now`` or a processing-time interval.
+    max_files_per_trigger : int, optional
+        Input files per micro-batch (default: all that are there).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: str
+    format: Literal["csv", "json"] = "csv"
+    registry: Path | None = None
+    output_dir: Path = Path("out/devices")
+    state_dir: Path = Path("out/devices-state")
+    window: str = "5 minutes"
+    watermark: str = "2 minutes"
+    silent_after: str = "3 minutes"
+    offline_after: str = "10 minutes"
+    trigger: str = "available-now"
+    max_files_per_trigger: int | None = Field(default=None, ge=1)
+
+    @field_validator("window", "watermark", "silent_after", "offline_after")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        seconds = interval_seconds(value)
+        if seconds <= 0:
+            raise ValueError(f"{value!r} must be longer than zero")
+        return value
+
+    @field_validator("trigger")
+    @classmethod
+    def _trigger(cls, value: str) -> str:
+        if value.strip().lower().replace("_", "-") in ("available-now", "availablenow"):
+            return "available-now"
+        if interval_seconds(value) <= 0:
+            raise ValueError(f"trigger {value!r} must be longer than zero")
+        return value
+
+    @field_validator("output_dir", "state_dir", "registry")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser().absolute()
+
+    @model_validator(mode="after")
+    def _states(self) -> DeviceConfig:
+        self.state_config()  # silent ≤ offline
+        return self
+
+    def state_config(self) -> StateConfig:
+        """The silences in milliseconds."""
+        return StateConfig(
+            silent_after_ms=int(interval_seconds(self.silent_after) * 1000),
+            offline_after_ms=int(interval_seconds(self.offline_after) * 1000),
+        )
+
+    @classmethod
+    def build(cls, **values: object) -> DeviceConfig:
+        """Construct from keyword values; a bad value raises :class:`ConfigError` naming it."""
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            raise config_error(exc, "invalid devices option") from exc
+
+
+def load_registry(path: Path) -> list[tuple[object, ...]]:
+    """Read and check a device registry (CSV with a header, or Parquet).
+
+    Returns
+    -------
+    list of tuple
+        One row per device in :data:`~logstream.devices.readings.REGISTRY_COLUMNS` order;
+        thresholds are floats or None.
+
+    Raises
+    ------
+    InputPathError
+        When the file does not exist.
+    ConfigError
+        When a column is missing, a device is empty or repeated, or a threshold is not a
+        number; the message names the row.
+    """
+    from logstream.reference.tables import read_rows
+
+    if not path.is_file():
+        raise InputPathError(f"device registry {str(path)!r} does not exist")
+    rows = read_rows("devices", path.read_bytes(), str(path))
+    if rows and not {"device", "room"} <= set(rows[0]):
+        raise ConfigError(f"device registry {path}: the header must name device and room")
+    out, seen = [], set()
+    for i, row in enumerate(rows, start=1):
+        device = (row.get("device") or "").strip()
+        if not device or device in seen:
+            what = "is empty" if not device else f"{device!r} is repeated"
+            raise ConfigError(f"device registry {path}: row {i}: device {what}")
+        seen.add(device)
+        values: list[object] = [device, (row.get("room") or "").strip() or "unknown"]
+        values.append((row.get("type") or "").strip() or "unknown")
+        for m in METRICS:
+            text = (row.get(f"{m}_max") or "").strip()
+            try:
+                values.append(float(text) if text else None)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"device registry {path}: row {i}: {m}_max {text!r} is not a number"
+                ) from exc
+        out.append(tuple(values))
+    return out
+
+
+def _registry_frame(spark: SparkSession, path: Path | None) -> DataFrame | None:
+    if path is None:
+        return None
+    import pandas as pd
+
+    rows = load_registry(path)
+    schema = ", ".join(
+        f"{c} {'double' if c.endswith('_max') else 'string'}" for c in REGISTRY_COLUMNS
+    )
+    return spark.createDataFrame(pd.DataFrame(rows, columns=list(REGISTRY_COLUMNS)), schema)
+
+
+def _input_path(text: str) -> str:
+    path = Path(text).expanduser()
+    if any(c in text for c in "*?["):
+        if not path.parent.is_dir():
+            raise InputPathError(f"--input {text!r}: directory {str(path.parent)!r} does not exist")
+        return str(path.absolute())
+    if not path.exists():
+        raise InputPathError(
+            f"--input {text!r} does not exist: give a directory of reading files or a quoted glob"
+        )
+    return str(path.absolute())
+
+
+def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[StreamingQuery]:
+    """Start the four queries of the device pipeline (see the module docstring).
+
+    Raises
+    ------
+    InputPathError
+        When the input or the registry does not exist.
+    ConfigError
+        When the registry is invalid.
+    """
+    registry = _registry_frame(spark, cfg.registry)
+    reader = spark.readStream.format("text")
+    if cfg.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", cfg.max_files_per_trigger)
+    lines = reader.load(_input_path(cfg.input)).select(
+        "value", F.col("_metadata.file_path").alias("source_file")
+    )
+    parsed = parse_readings(lines, cfg.format)
+    readings = with_registry(
+        parsed.where(F.col("quarantine_reason").isNull()).drop("raw_line", "quarantine_reason"),
+        registry,
+    ).withWatermark("event_time", cfg.watermark)
+    bad = parsed.where(F.col("quarantine_reason").isNotNull()).select(
+        "raw_line",
+        "source_file",
+        F.col("quarantine_reason").alias("reason"),
+        F.lit(None).cast("string").alias("detail"),
+    )
+    frames = {
+        "device_windows": device_windows(readings, cfg.window),
+        "device_alerts": threshold_alerts(readings),
+        "device_events": device_transitions(readings, cfg.state_config()),
+        "quarantine": bad,
+    }
+    queries = []
+    for name, frame in frames.items():
+        writer = (
+            frame.writeStream.queryName(name)
+            .format("parquet")
+            .outputMode("append")
+            .option("path", str(cfg.output_dir / name))
+            .option("checkpointLocation", str(cfg.state_dir / name))
+        )
+        if cfg.trigger == "available-now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=cfg.trigger)
+        queries.append(writer.start())
+    return queries

@@ -1,0 +1,211 @@
+"""The device pipeline on the real UCI occupancy readings (three files as three devices):
+per-device windows and threshold alerts equal a pandas computation over the same files;
+a device goes silent and offline exactly when a gap cut out of the real data says so, across
+micro-batches; occupancy changes come with the duration of the state they end; bad lines
+are quarantined; a bad registry or option stops at start."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from logstream.cli import main
+from logstream.devices import DeviceConfig, load_registry, start_device_queries
+from logstream.errors import ConfigError
+from tests.conftest import data_file
+
+FILES = ("occupancy_datatest", "occupancy_datatraining", "occupancy_datatest2")
+REGISTRY = Path(__file__).resolve().parents[2] / "examples" / "reference" / "devices.csv"
+METRICS = ("temperature", "humidity", "light", "co2", "humidity_ratio")
+
+
+def frame(name: str) -> pd.DataFrame:
+    df = pd.read_csv(data_file(f"{name}.txt.gz"))
+    df.columns = ["time", *METRICS, "occupancy"]
+    df["time"] = pd.to_datetime(df["time"])
+    df["device"] = name
+    return df
+
+
+def run(spark, cfg: DeviceConfig) -> None:
+    for q in start_device_queries(spark, cfg):
+        q.awaitTermination()
+        assert q.exception() is None
+
+
+@pytest.fixture(scope="module")
+def three(spark, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("devices")
+    landing = tmp / "in"
+    landing.mkdir()
+    for name in FILES:
+        (landing / f"{name}.txt.gz").write_bytes(data_file(f"{name}.txt.gz").read_bytes())
+    with gzip.open(landing / "broken.txt.gz", "wt") as fh:  # one bad line, one good
+        fh.write('"2015-02-05 10:00:00",abc\n"2015-02-05 10:00:00",21,27,0,500,0.004,0\n')
+    cfg = DeviceConfig.build(
+        input=str(landing),
+        registry=REGISTRY,
+        output_dir=tmp / "out",
+        state_dir=tmp / "state",
+    )
+    run(spark, cfg)
+
+    def read(name: str) -> pd.DataFrame:
+        return spark.read.parquet(str(cfg.output_dir / name)).toPandas()
+
+    return {n: read(n) for n in ("device_windows", "device_alerts", "device_events", "quarantine")}
+
+
+def test_windows_equal_pandas(three):
+    readings = pd.concat([frame(n) for n in FILES])
+    readings["window_start"] = readings["time"].dt.floor("5min")
+    expected = readings.groupby(["device", "window_start"]).agg(
+        readings=("time", "size"),
+        **{f"{m}_{s}": (m, s) for m in METRICS for s in ("mean", "min", "max")},
+    )
+    got = three["device_windows"]
+    got = got[got["device"].isin(FILES)].set_index(["device", "window_start"]).sort_index()
+    # every window the final watermark (newest reading − 2 minutes) passed
+    final = readings["time"].max() - pd.Timedelta(minutes=2)
+    closed = expected[expected.index.get_level_values(1) + pd.Timedelta(minutes=5) <= final]
+    assert len(got) == len(closed) > 3000
+    assert (got["readings"] == closed["readings"]).all()
+    for column in closed.columns[1:]:
+        assert got[column].to_numpy() == pytest.approx(closed[column].to_numpy(), rel=1e-12)
+    rooms = dict(zip(got.index.get_level_values(0), got["room"], strict=True))
+    assert rooms["occupancy_datatest"] == "office (2–4 Feb 2015)"  # the registry join
+
+
+def test_threshold_alerts_equal_pandas(three):
+    readings = pd.concat([frame(n) for n in FILES])
+    expected = sorted(
+        [
+            (r.device, r.time, "temperature", r.temperature)
+            for r in readings.itertuples()
+            if r.temperature > 24
+        ]
+        + [(r.device, r.time, "co2", r.co2) for r in readings.itertuples() if r.co2 > 1200]
+    )
+    got = three["device_alerts"]
+    got = sorted(zip(got["device"], got["event_time"], got["metric"], got["value"], strict=True))
+    assert got == expected and len(got) > 100
+
+
+def test_bad_lines_are_quarantined_with_their_text(three):
+    q = three["quarantine"]
+    assert list(q["raw_line"]) == ['"2015-02-05 10:00:00",abc']
+    assert list(q["reason"]) == ["bad_reading"]
+    assert q["source_file"].iloc[0].endswith("broken.txt.gz")
+
+
+def expected_status(times: pd.Series, silent_min: int, offline_min: int) -> list[tuple]:
+    """Status transitions from the gaps between consecutive readings (an independent rule)."""
+    out = []
+    ordered = times.sort_values().tolist()
+    for prev, nxt in itertools.pairwise(ordered):
+        gap = nxt - prev
+        if gap > pd.Timedelta(minutes=silent_min):
+            out.append(("online", "silent", prev + pd.Timedelta(minutes=silent_min)))
+            last = "silent"
+            if gap > pd.Timedelta(minutes=offline_min):
+                out.append(("silent", "offline", prev + pd.Timedelta(minutes=offline_min)))
+                last = "offline"
+            out.append((last, "online", nxt))
+    return out
+
+
+def test_occupancy_changes_with_durations(three):
+    events = three["device_events"]
+    test = frame("occupancy_datatest").sort_values("time")
+    changes = test[test["occupancy"].diff().fillna(0) != 0]
+    starts = [test["time"].iloc[0], *changes["time"]]
+    expected = [
+        (
+            ("free", "occupied")[int(1 - r.occupancy)],
+            ("free", "occupied")[int(r.occupancy)],
+            r.time,
+            (r.time - start).total_seconds(),
+        )
+        for r, start in zip(changes.itertuples(), starts, strict=False)
+    ]
+    got = events[(events["device"] == "occupancy_datatest") & (events["kind"] == "occupancy")]
+    got = list(zip(got["from_state"], got["to_state"], got["at"], got["duration_s"], strict=True))
+    assert sorted(got, key=lambda e: e[2]) == expected and len(expected) > 10
+
+
+@pytest.fixture(scope="module")
+def cut(spark, tmp_path_factory):
+    """Device A: datatest with two gaps cut out (16 and 5 minutes); device B: all of datatest,
+    a heartbeat that moves the watermark on; device C: the first 300 readings only, then
+    nothing (only a timer can take it offline). Four files, four micro-batches: A's first gap
+    is closed by a timer (batches 1 and 2 hold only B, whose readings take the watermark past
+    A's deadlines), the second lies inside one file (found while walking its readings)."""
+    tmp = tmp_path_factory.mktemp("devices-cut")
+    lines = gzip.open(data_file("occupancy_datatest.txt.gz"), "rt").read().splitlines()[1:]
+    a_lines = lines[:600] + lines[616:1500] + lines[1505:]
+    files = [
+        [("A", x) for x in lines[:600]]
+        + [("B", x) for x in lines[:600]]
+        + [("C", x) for x in lines[:300]],
+        [("B", x) for x in lines[600:613]],
+        [("B", x) for x in lines[613:617]],
+        [("A", x) for x in a_lines[600:]] + [("B", x) for x in lines[617:]],
+    ]
+    landing = tmp / "in"
+    landing.mkdir()
+    for i, rows in enumerate(files):
+        path = landing / f"part-{i}.csv"
+        path.write_text("".join(f"{device},{line}\n" for device, line in rows))
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    cfg = DeviceConfig.build(
+        input=str(landing),
+        output_dir=tmp / "out",
+        state_dir=tmp / "state",
+        max_files_per_trigger=1,
+    )
+    run(spark, cfg)
+    events = spark.read.parquet(str(cfg.output_dir / "device_events")).toPandas()
+    times = pd.to_datetime(pd.Series([line.split(",")[0].strip('"') for line in a_lines]))
+    return events, times
+
+
+def test_offline_fires_exactly_when_silent_longer_than_n_minutes(cut):
+    events, times = cut
+    status = events[(events["kind"] == "status") & (events["device"] == "A")].sort_values("at")
+    got = list(zip(status["from_state"], status["to_state"], status["at"], strict=True))
+    expected = expected_status(times, silent_min=3, offline_min=10)
+    assert got == expected
+    offline = [e for e in got if e[1] == "offline"]
+    assert len(offline) == 1  # the 16-minute gap; the 5-minute one is only silent
+    assert offline[0][2] == times.iloc[599] + pd.Timedelta(minutes=10)
+    assert set(status["room"]) == {"unknown"}  # no registry
+    # C stopped for good: a timer takes it silent, then offline, dated by its last reading
+    c = events[(events["device"] == "C") & (events["kind"] == "status")].sort_values("at")
+    last = times.iloc[299]
+    assert list(zip(c["to_state"], c["at"], strict=True)) == [
+        ("silent", last + pd.Timedelta(minutes=3)),
+        ("offline", last + pd.Timedelta(minutes=10)),
+    ]
+
+
+def test_bad_registry_and_options_stop_at_start(tmp_path, capsys):
+    bad = tmp_path / "registry.csv"
+    bad.write_text("device,room,co2_max\nd1,r1,lots\n")
+    with pytest.raises(ConfigError, match="row 1: co2_max 'lots' is not a number"):
+        load_registry(bad)
+    assert load_registry(REGISTRY)[0][:3] == (
+        "occupancy_datatest",
+        "office (2–4 Feb 2015)",
+        "multisensor",
+    )
+    args = ["devices", "run", "--input", str(tmp_path)]
+    assert main([*args, "--silent-after", "20 minutes"]) == 2
+    assert "must be positive and at most --offline-after" in capsys.readouterr().err
+    assert main([*args, "--registry", str(bad)]) == 2
+    assert main(["devices", "run", "--input", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
