@@ -165,7 +165,7 @@ def test_make_run_with_a_duration_ends_cleanly(nasa_day, tmp_path):
     }
     args = f"--demo-out {out} --port {free_port()} --speedup 1000"
     done = subprocess.run(
-        ["make", "-s", "run", "DURATION=50s", f"RUN_ARGS={args}"],
+        ["make", "-s", "run", "DURATION=35s", f"RUN_ARGS={args}"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -174,6 +174,6 @@ def test_make_run_with_a_duration_ends_cleanly(nasa_day, tmp_path):
     )
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-3000:]
-    assert "done:" in log and "--duration 50s reached" in log, log[-3000:]
+    assert "done:" in log and "--duration 35s reached" in log, log[-3000:]
     assert stack_trace_lines(log) == [], log[-3000:]
     assert ingest_batches(out / "logstream.db") >= 1

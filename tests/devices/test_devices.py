@@ -32,10 +32,14 @@ def frame(name: str) -> pd.DataFrame:
     return df
 
 
-def run(spark, cfg: DeviceConfig) -> None:
+def run(spark, cfg: DeviceConfig) -> dict:
+    """Run to the end; the last progress of each query, by name."""
+    progress = {}
     for q in start_device_queries(spark, cfg):
         q.awaitTermination()
         assert q.exception() is None
+        progress[q.name] = q.lastProgress
+    return progress
 
 
 @pytest.fixture(scope="module")
@@ -43,22 +47,28 @@ def three(spark, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("devices")
     landing = tmp / "in"
     landing.mkdir()
-    for name in FILES:
-        (landing / f"{name}.txt.gz").write_bytes(data_file(f"{name}.txt.gz").read_bytes())
     with gzip.open(landing / "broken.txt.gz", "wt") as fh:  # one bad line, one good
-        fh.write('"2015-02-05 10:00:00",abc\n"2015-02-05 10:00:00",21,27,0,500,0.004,0\n')
+        fh.write('"2015-02-02 10:00:00",abc\n"2015-02-02 10:00:00",21,27,0,500,0.004,0\n')
+    paths = [landing / "broken.txt.gz"]
+    for name in FILES:  # in time order
+        paths.append(landing / f"{name}.txt.gz")
+        paths[-1].write_bytes(data_file(f"{name}.txt.gz").read_bytes())
+    for i, path in enumerate(paths):  # one file per micro-batch, in this order
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
     cfg = DeviceConfig.build(
         input=str(landing),
         registry=REGISTRY,
         output_dir=tmp / "out",
         state_dir=tmp / "state",
+        max_files_per_trigger=1,
     )
-    run(spark, cfg)
+    progress = run(spark, cfg)
 
     def read(name: str) -> pd.DataFrame:
         return spark.read.parquet(str(cfg.output_dir / name)).toPandas()
 
-    return {n: read(n) for n in ("device_windows", "device_alerts", "device_events", "quarantine")}
+    names = ("device_windows", "device_alerts", "device_events", "alerts_near_changes")
+    return {n: read(n) for n in (*names, "quarantine")} | {"progress": progress}
 
 
 def test_windows_equal_pandas(three):
@@ -98,7 +108,7 @@ def test_threshold_alerts_equal_pandas(three):
 
 def test_bad_lines_are_quarantined_with_their_text(three):
     q = three["quarantine"]
-    assert list(q["raw_line"]) == ['"2015-02-05 10:00:00",abc']
+    assert list(q["raw_line"]) == ['"2015-02-02 10:00:00",abc']
     assert list(q["reason"]) == ["bad_reading"]
     assert q["source_file"].iloc[0].endswith("broken.txt.gz")
 
@@ -209,3 +219,68 @@ def test_bad_registry_and_options_stop_at_start(tmp_path, capsys):
     assert main([*args, "--registry", str(bad)]) == 2
     assert main(["devices", "run", "--input", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_replayed_readings_give_the_same_windows(spark, three, tmp_path):
+    """``logstream replay --device-from-file`` paces the real readings by their own time into
+    a directory, one device per file; the pipeline over it equals the one over the files."""
+    files = [str(data_file(f"{name}.txt.gz")) for name in FILES]  # in time order
+    landing = tmp_path / "sensors"
+    args = ["replay", *files, "--dir", str(landing), "--device-from-file", "--quiet"]
+    assert main([*args, "--speedup", "100000000"]) == 0
+    first = next(iter(sorted(landing.iterdir()))).read_text().splitlines()
+    assert first[1].startswith('occupancy_datatest,"2015-02-02 14:19:00",23.7,')
+    cfg = DeviceConfig.build(
+        input=str(landing),
+        registry=REGISTRY,
+        output_dir=tmp_path / "out",
+        state_dir=tmp_path / "state",
+    )
+    run(spark, cfg)
+    got = spark.read.parquet(str(cfg.output_dir / "device_windows")).toPandas()
+    want = three["device_windows"]
+    want = want[want["device"].isin(FILES)]
+    key = ["device", "window_start"]
+    got = got.sort_values(key).reset_index(drop=True)
+    want = want.sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12)
+
+
+def occupancy_changes(name: str) -> list[tuple]:
+    """(device, to_state, at) of every change of the occupancy label, with pandas."""
+    df = frame(name).sort_values("time")
+    changed = df[df["occupancy"].diff().fillna(0) != 0]
+    names = ("free", "occupied")
+    return [(name, names[int(r.occupancy)], r.time) for r in changed.itertuples()]
+
+
+def test_stream_stream_join_equals_a_batch_join_with_bounded_state(three):
+    alerts = three["device_alerts"]
+    changes = [c for name in FILES for c in occupancy_changes(name)]
+    within = pd.Timedelta(minutes=10)
+    expected = sorted(
+        (a.device, a.event_time, a.metric, to, at)
+        for a in alerts.itertuples()
+        for device, to, at in changes
+        if device == a.device and abs(a.event_time - at) <= within
+    )
+    got = three["alerts_near_changes"]
+    got = sorted(
+        zip(
+            got["device"],
+            got["alert_time"],
+            got["metric"],
+            got["occupancy"],
+            got["changed_at"],
+            strict=True,
+        )
+    )
+    assert got == expected and len(got) > 50
+    # the join keeps only what the watermarks have not passed: a few rows, not the 1,000s
+    # of alerts and changes it saw
+    (join,) = [
+        op
+        for op in three["progress"]["alerts_near_changes"]["stateOperators"]
+        if op["operatorName"].startswith("symmetricHashJoin")
+    ]
+    assert join["numRowsTotal"] < 60 < len(alerts)

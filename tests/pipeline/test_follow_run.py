@@ -105,14 +105,15 @@ def load_bench(name: str):
     return module
 
 
-def test_the_rotation_drill_counts_every_line_once_through_two_kills(spark, tmp_path, monkeypatch):
+def test_the_rotation_drill_counts_every_line_once_through_a_kill(spark, tmp_path, monkeypatch):
     """Issue 18's drill, short form: a writer process appends the real NASA lines and rotates
     the log by rename twice (compressing the older rotation) and by copytruncate once, while
-    the pipeline following it is SIGKILLed twice and restarted (``bench/drill_rotation.py``)."""
+    the pipeline following it is SIGKILLed and restarted (``bench/drill_rotation.py --kills
+    10`` is the long form; one kill here keeps the suite within its time budget)."""
     monkeypatch.setenv("LOGSTREAM_DATA_DIR", str(DATA_DIR))
     drill = load_bench("drill_rotation")
-    result = drill.drill(spark, kills=2, seed=5, work=tmp_path, max_lines=8_000, rate=400)
-    assert len(result.kill_moments_s) == 2
+    result = drill.drill(spark, kills=1, seed=5, work=tmp_path, max_lines=8_000, rate=400)
+    assert len(result.kill_moments_s) == 1
     assert (tmp_path / "logs" / "access.log.2.gz").exists()
     assert result.events == 8_000 and result.late_events == 0 and result.quarantined == 0
     assert result.final_windows > 0 and result.window_differences == 0

@@ -176,6 +176,7 @@ def stream(spark, elastic_lines, tmp_path_factory):
         tmp / "in",
         log_format="combined",
         reference={"sections": sections, "networks": networks},
+        store_retention="30 days",  # the store keeps every window of the 4-day log
     )
 
     def hook(name: str, batch_id: int) -> None:

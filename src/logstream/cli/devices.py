@@ -61,6 +61,13 @@ def run(
         str,
         typer.Option("--trigger", help="'available-now' (process what exists) or an interval."),
     ] = "available-now",
+    join_within: Annotated[
+        str,
+        typer.Option(
+            "--join-within",
+            help="Join a threshold alert with the occupancy changes this close to it.",
+        ),
+    ] = "10 minutes",
     max_files_per_trigger: Annotated[
         int | None,
         typer.Option("--max-files-per-trigger", min=1, help="Input files per micro-batch."),
@@ -93,6 +100,7 @@ def run(
         offline_after=offline_after,
         trigger=trigger,
         max_files_per_trigger=max_files_per_trigger,
+        join_within=join_within,
     )
     if cfg.registry is not None:
         load_registry(cfg.registry)  # checked before the JVM starts

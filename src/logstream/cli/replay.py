@@ -176,6 +176,14 @@ def replay(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the late-line draw.")] = 0,
+    device_from_file: Annotated[
+        bool,
+        typer.Option(
+            "--device-from-file",
+            help="Prefix each line with its file's name and a comma: sensor readings replayed "
+            "as one device per file (logstream devices run).",
+        ),
+    ] = False,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Stop after sending this many lines.")
     ] = None,
@@ -239,7 +247,7 @@ def replay(
         f"replaying {len(inputs)} file{'s' if len(inputs) != 1 else ''} to {describe_sink(sink)} "
         f"at {pace}" + (" (waiting for a client)" if tcp and wait else "")
     )
-    replayer = Replayer(lambda: iter_file_records(inputs), sink, options)
+    replayer = Replayer(lambda: iter_file_records(inputs, device_from_file), sink, options)
     progress = None if quiet else ReplayProgress(err_console, "replay")
     replayer.progress = progress
     try:

@@ -7,6 +7,7 @@ per-device windows and threshold alerts; :mod:`~logstream.devices.state` tracks 
 event-time timers; :mod:`~logstream.devices.pipeline` runs them as ``logstream devices run``.
 """
 
+from logstream.devices.join import alerts_near_changes
 from logstream.devices.pipeline import (
     DEVICE_OUTPUTS,
     DeviceConfig,
@@ -33,6 +34,7 @@ __all__ = [
     "REGISTRY_COLUMNS",
     "DeviceConfig",
     "StateConfig",
+    "alerts_near_changes",
     "device_transitions",
     "device_windows",
     "load_registry",

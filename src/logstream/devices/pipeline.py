@@ -13,6 +13,8 @@ output              columns                                                     
                                                                                    window
 ``device_alerts``   :func:`~logstream.devices.readings.threshold_alerts`           per reading
 ``device_events``   :func:`~logstream.devices.state.device_transitions`            per change
+``alerts_near_``    :func:`~logstream.devices.join.alerts_near_changes`: a         per pair
+``changes``         stream–stream join of the two above
 ``quarantine``      ``raw_line``, ``source_file``, ``reason``, ``detail``          per line
 ==================  =============================================================  ===========
 """
@@ -33,6 +35,7 @@ from pydantic import (
 from pyspark.sql import functions as F
 
 from logstream.config import config_error
+from logstream.devices.join import alerts_near_changes
 from logstream.devices.readings import (
     METRICS,
     REGISTRY_COLUMNS,
@@ -52,7 +55,13 @@ if TYPE_CHECKING:
 __all__ = ["DEVICE_OUTPUTS", "DeviceConfig", "load_registry", "start_device_queries"]
 
 #: The queries of the device pipeline and their Parquet outputs.
-DEVICE_OUTPUTS = ("device_windows", "device_alerts", "device_events", "quarantine")
+DEVICE_OUTPUTS = (
+    "device_windows",
+    "device_alerts",
+    "device_events",
+    "alerts_near_changes",
+    "quarantine",
+)
 
 
 class DeviceConfig(BaseModel):
@@ -79,6 +88,8 @@ class DeviceConfig(BaseModel):
         ``available-now`` or a processing-time interval.
     max_files_per_trigger : int, optional
         Input files per micro-batch (default: all that are there).
+    join_within : str
+        Largest distance between an alert and an occupancy change joined to it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -94,8 +105,9 @@ class DeviceConfig(BaseModel):
     offline_after: str = "10 minutes"
     trigger: str = "available-now"
     max_files_per_trigger: int | None = Field(default=None, ge=1)
+    join_within: str = "10 minutes"
 
-    @field_validator("window", "watermark", "silent_after", "offline_after")
+    @field_validator("window", "watermark", "silent_after", "offline_after", "join_within")
     @classmethod
     def _interval(cls, value: str) -> str:
         seconds = interval_seconds(value)
@@ -209,7 +221,7 @@ def _input_path(text: str) -> str:
 
 
 def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[StreamingQuery]:
-    """Start the four queries of the device pipeline (see the module docstring).
+    """Start the five queries of the device pipeline (see the module docstring).
 
     Raises
     ------
@@ -236,10 +248,13 @@ def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[Streami
         F.col("quarantine_reason").alias("reason"),
         F.lit(None).cast("string").alias("detail"),
     )
+    alerts = threshold_alerts(readings)
+    transitions = device_transitions(readings, cfg.state_config())
     frames = {
         "device_windows": device_windows(readings, cfg.window),
-        "device_alerts": threshold_alerts(readings),
-        "device_events": device_transitions(readings, cfg.state_config()),
+        "device_alerts": alerts,
+        "device_events": transitions,
+        "alerts_near_changes": alerts_near_changes(alerts, transitions, cfg.join_within),
         "quarantine": bad,
     }
     queries = []

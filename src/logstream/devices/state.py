@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from logstream.errors import ConfigError
 
@@ -54,7 +61,8 @@ _OUTPUT = StructType(
         StructField("from_state", StringType()),
         StructField("to_state", StringType()),
         StructField("at_ms", LongType()),
-        StructField("duration_ms", LongType()),  # of the state that ends; null at the first
+        StructField("duration_ms", LongType()),  # of the state that ends
+        StructField("at", TimestampType()),  # the event time of the output (its watermark)
     ]
 )
 _STATE = StructType(
@@ -222,10 +230,11 @@ class DeviceProcessor(StatefulProcessor):
             import pandas as pd
 
             room = st.room if st is not None else None
-            yield pd.DataFrame(
-                [(device, room, *t) for t in out],
-                columns=[f.name for f in _OUTPUT.fields],
+            frame = pd.DataFrame(
+                [(device, room, *t) for t in out], columns=[f.name for f in _OUTPUT.fields[:-1]]
             )
+            frame["at"] = pd.to_datetime(frame["at_ms"], unit="ms")  # UTC, the session zone
+            yield frame
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -276,7 +285,9 @@ def device_transitions(readings: DataFrame, config: StateConfig | None = None) -
         Streaming, append mode: ``device``, ``room``, ``kind`` (``status`` or ``occupancy``),
         ``from_state``, ``to_state`` (``online``/``silent``/``offline``, or
         ``free``/``occupied``), ``at`` (timestamp: when the change happened, event time),
-        ``duration_s`` (double, seconds: how long the ended state lasted).
+        ``duration_s`` (double, seconds: how long the ended state lasted). ``at`` is the
+        output's event-time column (``eventTimeColumnName``): the watermark propagates, so a
+        stateful operator (:func:`~logstream.devices.join.alerts_near_changes`) may follow.
     """
     rows = readings.select(
         "device", "room", F.unix_millis("event_time").alias("event_ms"), "occupancy"
@@ -286,6 +297,7 @@ def device_transitions(readings: DataFrame, config: StateConfig | None = None) -
         outputStructType=_OUTPUT,
         outputMode="append",
         timeMode="EventTime",
+        eventTimeColumnName="at",
     )
     return out.select(
         "device",
@@ -293,6 +305,6 @@ def device_transitions(readings: DataFrame, config: StateConfig | None = None) -
         "kind",
         "from_state",
         "to_state",
-        F.timestamp_millis("at_ms").alias("at"),
+        "at",
         (F.col("duration_ms") / 1000).alias("duration_s"),
     )

@@ -623,9 +623,11 @@ class IngestStage:
                 complete = complete | (
                     (F.col("view") == view) & self._complete(output, F.col("start_ms"))
                 )
-        # traffic, visitors, sections and agent classes keep every window (a few rows a
-        # minute); clients, networks and trending pages keep the retention
-        recent = ~F.col("view").isin("clients", "networks") | (F.col("end_ms") > F.lit(horizon_ms))
+        # traffic and visitors keep every window (a row a minute); clients, trending pages and
+        # the dimension views (a row per key and minute: 670K for the sections of a 31-day
+        # backfill) keep the retention
+        kept = ~F.col("view").isin("clients", *DIMENSION_VIEWS)
+        recent = kept | (F.col("end_ms") > F.lit(horizon_ms))
         live = merged.where(F.col("touched") & recent & complete).select(
             "view",
             "key",

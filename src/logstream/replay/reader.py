@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from logstream.errors import InputPathError
-from logstream.replay.timeshift import ClfTime, find_clf_time
+from logstream.replay.timeshift import ClfTime, find_clf_time, find_iso_time
 
 __all__ = [
     "ENCODING",
@@ -156,27 +156,38 @@ def iter_lines(path: str | os.PathLike[str]) -> Iterator[str]:
             yield raw.decode(ENCODING, ENCODING_ERRORS)
 
 
-def iter_file_records(files: Sequence[str | os.PathLike[str]]) -> Iterator[Record]:
-    """Yield every line of ``files``, in order, with its CLF event time read.
+def iter_file_records(
+    files: Sequence[str | os.PathLike[str]], device_from_file: bool = False
+) -> Iterator[Record]:
+    """Yield every line of ``files``, in order, with its event time read.
 
     Parameters
     ----------
     files : sequence of str or path-like
         Plain or gzip files, read one after the other.
+    device_from_file : bool
+        Prefix each line with its file's name without extensions and a comma: the device of
+        a sensor reading (``occupancy_datatest,"2015-02-02 14:19:00",…``; see
+        :mod:`logstream.devices.readings`).
 
     Yields
     ------
     Record
-        ``event_s`` is None for a line whose time cannot be read.
+        ``event_s`` from the line's CLF time, else its first ``yyyy-mm-dd hh:mm:ss`` time
+        (UTC; a reading: not rewritten by ``--shift-to-now``); None when it has neither.
     """
     for path in files:
         source = os.fspath(path)
+        prefix = Path(source).name.split(".")[0] + "," if device_from_file else ""
         for number, text in enumerate(iter_lines(path), start=1):
             found = find_clf_time(text)
+            event_s = None if found is None else float(found.epoch_s)
+            if found is None:
+                event_s = find_iso_time(text)
             yield Record(
-                text=text,
-                event_s=None if found is None else float(found.epoch_s),
+                text=prefix + text,
+                event_s=event_s,
                 source=source,
                 line_number=number,
-                clf_time=found,
+                clf_time=None if found is None or prefix else found,
             )

@@ -8,11 +8,19 @@ characters of the time change.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import NamedTuple
 
-__all__ = ["ClfTime", "find_clf_time", "format_clf_time", "shift_line", "to_datetime"]
+__all__ = [
+    "ClfTime",
+    "find_clf_time",
+    "find_iso_time",
+    "format_clf_time",
+    "shift_line",
+    "to_datetime",
+]
 
 _MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _MONTHS = {name: i for i, name in enumerate(_MONTH_NAMES, start=1)}
@@ -174,3 +182,27 @@ def shift_line(line: str, found: ClfTime, shift_s: int) -> str:
 def to_datetime(epoch_s: float) -> datetime:
     """Return the aware UTC datetime of ``epoch_s`` seconds since the Unix epoch."""
     return datetime.fromtimestamp(epoch_s, tz=UTC)
+
+
+_ISO_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
+
+
+def find_iso_time(line: str) -> float | None:
+    """The first ``yyyy-mm-dd hh:mm:ss`` (or ``T``) time in ``line``, read as UTC: the time of
+    a sensor reading (the UCI occupancy files), for pacing; None when there is none.
+
+    Examples
+    --------
+    >>> find_iso_time('"2015-02-04 17:51:00",23.18,27.272,426,721.25,0.0047,1')
+    1423072260.0
+    >>> find_iso_time('"Date","Temperature"') is None
+    True
+    """
+    match = _ISO_TIME.search(line)
+    if match is None:
+        return None
+    try:
+        parts = [int(g) for g in match.groups()]
+        return datetime(*parts, tzinfo=UTC).timestamp()  # type: ignore[misc]
+    except ValueError:
+        return None

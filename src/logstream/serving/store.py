@@ -43,9 +43,10 @@ the KLL sketch of durations
 direction)``: the latest :data:`ALERTS_KEPT` anomaly alerts
 ``traffic_by_dimension(dimension, key, window_start, window_end, requests, bytes, status_1xx
 … status_5xx, errors)``: traffic per window of the reference-data views (``sections``,
-``agents``, ``networks``; :mod:`logstream.reference`), upserted like ``traffic_per_minute``;
-the ``networks`` rows are kept for the retention only. ``pipeline_state.reference_versions``
-holds the table versions (SHA-256) of the newest micro-batch.
+``agents``, ``networks``; :mod:`logstream.reference`), upserted like ``traffic_per_minute``,
+kept for the retention like ``trending_pages`` (the Parquet outputs keep every window).
+``pipeline_state.reference_versions`` holds the table versions (SHA-256) of the newest
+micro-batch.
 
 Sessions and alerts are committed with the ingest micro-batch that closed or raised them.
 """
@@ -270,9 +271,8 @@ class ServingStore:
                         f"DELETE FROM {table} WHERE window_end <= ?",
                         (write.prune_trending_before,),
                     )
-                conn.execute(  # one row per network and minute: kept for the retention only
-                    "DELETE FROM traffic_by_dimension WHERE dimension = 'networks' "
-                    "AND window_end <= ?",
+                conn.execute(  # one row per key and minute: kept for the retention only
+                    "DELETE FROM traffic_by_dimension WHERE window_end <= ?",
                     (write.prune_trending_before,),
                 )
             if write.reference_versions is not None:
