@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from logstream.cli import main
+from logstream.dashboard.devices import devices_figure, devices_panel, read_devices
 from logstream.devices import DeviceConfig, load_registry, start_device_queries
 from logstream.errors import ConfigError
 from tests.conftest import data_file
@@ -68,7 +69,7 @@ def three(spark, tmp_path_factory):
         return spark.read.parquet(str(cfg.output_dir / name)).toPandas()
 
     names = ("device_windows", "device_alerts", "device_events", "alerts_near_changes")
-    return {n: read(n) for n in (*names, "quarantine")} | {"progress": progress}
+    return {n: read(n) for n in (*names, "quarantine")} | {"progress": progress, "cfg": cfg}
 
 
 def test_windows_equal_pandas(three):
@@ -284,3 +285,62 @@ def test_stream_stream_join_equals_a_batch_join_with_bounded_state(three):
         if op["operatorName"].startswith("symmetricHashJoin")
     ]
     assert join["numRowsTotal"] < 60 < len(alerts)
+
+
+def test_the_dashboard_shows_the_devices(three):
+    """The devices panel reads the committed Parquet files (the file sink's log) without
+    Spark: each device's newest status and window, its alerts, and the CO2 line."""
+    view = read_devices(three["cfg"].output_dir)
+    by_device = {d["device"]: d for d in view.devices}
+    events = three["device_events"]
+    windows = three["device_windows"]
+    for name in FILES:
+        status = events[(events["device"] == name) & (events["kind"] == "status")]
+        newest = status.sort_values("at")["to_state"].tolist()[-1:] or ["online"]
+        w = windows[windows["device"] == name].sort_values("window_start")
+        row = by_device[name]
+        assert (row["status"], row["room"]) == (newest[0], w.iloc[-1]["room"])
+        assert row["co2_mean"] == w.iloc[-1]["co2_mean"]
+        assert row["alerts"] == int((three["device_alerts"]["device"] == name).sum())
+        assert view.co2[name][1] == w["co2_mean"].tolist()
+    # datatest and datatraining stopped long before the newest reading: offline
+    assert by_device["occupancy_datatest"]["status"] == "offline"
+    assert len(view.alerts) == 10 and len(view.near_changes) == 10
+    panel = devices_panel(view)
+    assert "occupancy_datatest2" in str(panel) and devices_figure(view)["data"]
+
+
+def test_the_dashboard_page_has_the_devices_row(three, tmp_path):
+    from logstream.dashboard.app import create_app
+
+    app = create_app(tmp_path / "none.db", devices_dir=three["cfg"].output_dir)
+    page = str(app.layout())
+    assert "id='devices'" in page and "id='graph-devices'" in page
+    assert "id='devices'" not in str(create_app(tmp_path / "none.db").layout())
+
+
+def test_json_readings_parse_like_csv(spark):
+    from logstream.devices import parse_readings
+
+    lines = [
+        '{"device": "d1", "time": "2015-02-04 17:51:00", "temperature": 23.18, "humidity": 27.272,'
+        ' "light": 426, "co2": 721.25, "humidity_ratio": 0.0048, "occupancy": 1}',
+        '{"device": "d1", "time": "2015-02-04T17:52:00+01:00", "temperature": "23.15"}',
+        '{"device": "d1", "time": "yesterday", "temperature": 20}',
+        "not json",
+    ]
+    frame = spark.createDataFrame(
+        [(v, "file:///x/readings.jsonl") for v in lines], "value string, source_file string"
+    )
+    rows = parse_readings(frame, "json").orderBy("raw_line").collect()
+    good = [r for r in rows if r["quarantine_reason"] is None]
+    assert [
+        (r["device"], r["event_time"].isoformat(), r["temperature"], r["occupancy"]) for r in good
+    ] == [
+        ("d1", "2015-02-04T17:51:00", 23.18, 1),
+        ("d1", "2015-02-04T16:52:00", 23.15, None),  # the offset read, UTC kept
+    ]
+    assert sorted(r["raw_line"] for r in rows if r["quarantine_reason"] == "bad_reading") == [
+        "not json",
+        '{"device": "d1", "time": "yesterday", "temperature": 20}',
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -33,6 +34,14 @@ def dashboard(
         int | None,
         typer.Option(
             "--top", help="Trending pages listed. Default: the pipeline's --top (in the store)."
+        ),
+    ] = None,
+    devices: Annotated[
+        Path | None,
+        typer.Option(
+            "--devices",
+            help="Also show the device pipeline's outputs: the --output-dir of "
+            "`logstream devices run`.",
         ),
     ] = None,
     spark_ui: Annotated[
@@ -72,5 +81,6 @@ def dashboard(
         top=top,
         spark_ui_url=spark_ui,
         on_ready=ready,
+        devices_dir=devices,
     )
     err_console.print("dashboard stopped")

@@ -34,6 +34,12 @@ from werkzeug.serving import (
 )
 
 from logstream.dashboard.data import DimensionTraffic, Filters, Snapshot, read_snapshot
+from logstream.dashboard.devices import (
+    devices_figure,
+    devices_panel,
+    devices_row,
+    read_devices,
+)
 from logstream.dashboard.figures import (
     bytes_figure,
     dimension_figure,
@@ -266,6 +272,7 @@ def create_app(
     refresh_s: float = 2.0,
     top: int | None = None,
     spark_ui_url: str | None = None,
+    devices_dir: Path | str | None = None,
 ) -> Dash:
     """Build the Dash app reading ``store_path``.
 
@@ -279,6 +286,9 @@ def create_app(
         Trending pages listed (default: the pipeline's ``--top`` recorded in the store).
     spark_ui_url : str, optional
         Link to Spark's UI; default ``http://<host of the page>:4040``.
+    devices_dir : Path or str, optional
+        Output directory of ``logstream devices run``: adds the devices panel
+        (:mod:`logstream.dashboard.devices`).
     """
     store_path = Path(store_path)
     app = Dash(
@@ -294,9 +304,27 @@ def create_app(
     refresh_ms = max(250, int(refresh_s * 1000))
 
     def layout() -> Any:
-        return build_layout(refresh_ms, spark_ui_url or _spark_ui_for_request(), str(store_path))
+        page = build_layout(refresh_ms, spark_ui_url or _spark_ui_for_request(), str(store_path))
+        if devices_dir is not None:
+            page.children[1].children.insert(3, devices_row())  # after the KPIs
+        return page
 
     app.layout = layout
+
+    if devices_dir is not None:
+
+        @app.callback(
+            Output("devices", "children"),
+            Output("graph-devices", "figure"),
+            Input("tick", "n_intervals"),
+        )
+        def refresh_devices(_n: int) -> tuple[Any, Any]:
+            try:
+                view = read_devices(devices_dir)
+            except Exception as exc:  # a half-written log: the next refresh reads it whole
+                log.warning("devices panel: %s", exc)
+                return dash.no_update, dash.no_update
+            return devices_panel(view), devices_figure(view)
 
     @app.callback(
         [Output(i, p) for i, p in _OUTPUTS],
@@ -485,6 +513,7 @@ def serve_dashboard(
     top: int | None = None,
     spark_ui_url: str | None = None,
     on_ready: Any = None,
+    devices_dir: Path | str | None = None,
 ) -> None:
     """Serve the dashboard in this thread until Ctrl-C (``logstream dashboard``).
 
@@ -494,6 +523,8 @@ def serve_dashboard(
         As :func:`start_dashboard_thread` (default port 8050).
     on_ready : callable, optional
         Called with the page's URL once the port is bound.
+    devices_dir : Path or str, optional
+        As :func:`create_app`.
 
     Raises
     ------
@@ -501,7 +532,13 @@ def serve_dashboard(
         When the port is out of range or the address cannot be bound.
     """
     server = _listen(
-        store_path, host, port, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url
+        store_path,
+        host,
+        port,
+        refresh_s=refresh_s,
+        top=top,
+        spark_ui_url=spark_ui_url,
+        devices_dir=devices_dir,
     )
     if on_ready is not None:
         on_ready(_origin(host, server.port) + "/")
