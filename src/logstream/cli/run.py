@@ -286,9 +286,9 @@ def run(
             "--queries",
             help="The analytics outputs to compute: 'all', 'none' or a comma-separated list of "
             "traffic_per_minute, trending_pages, unique_visitors, sessions, top_clients, "
-            "alerts, traffic_by_section, traffic_by_agent, traffic_by_network (the last needs "
-            "--reference networks=FILE; events, late events and quarantine are always "
-            "written).",
+            "alerts, traffic_by_section, traffic_by_agent (with a log format that has user "
+            "agents), traffic_by_network (with --reference networks=FILE); events, late events "
+            "and quarantine are always written.",
         ),
     ] = "all",
     dashboard: Annotated[

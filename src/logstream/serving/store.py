@@ -2,9 +2,9 @@
 
 Delivery guarantee: **exactly-once per micro-batch**. The ingest stage writes each micro-batch
 in one SQLite transaction that (1) checks the ledger for the batch id, (2) sets the merged
-values of every window the batch changed (traffic, visitors, trending pages, clients: an
-upsert that *replaces*, so it is idempotent by itself; trending and client windows older than
-the retention are pruned first), (3) bumps the counters and keeps the latest examples, closed
+values of every window the batch changed (traffic, visitors, trending pages, clients, the
+reference-data views: an upsert that *replaces*, so it is idempotent by itself; trending,
+client and reference-data windows older than the retention are pruned first), (3) bumps the counters and keeps the latest examples, closed
 sessions and alerts, merges the session statistics, (4) records the new maximum event time,
 and (5) inserts the batch id into ``ledger``. A micro-batch that Spark replays after a crash
 either finds its id in the ledger and changes nothing, or finds the previous attempt rolled
