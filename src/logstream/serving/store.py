@@ -4,12 +4,12 @@ Delivery guarantee: **exactly-once per micro-batch**. The ingest stage writes ea
 in one SQLite transaction that (1) checks the ledger for the batch id, (2) sets the merged
 values of every window the batch changed (traffic, visitors, trending pages, clients, the
 reference-data views: an upsert that *replaces*, so it is idempotent by itself; trending,
-client and reference-data windows older than the retention are pruned first), (3) bumps the counters and keeps the latest examples, closed
-sessions and alerts, merges the session statistics, (4) records the new maximum event time,
-and (5) inserts the batch id into ``ledger``. A micro-batch that Spark replays after a crash
-either finds its id in the ledger and changes nothing, or finds the previous attempt rolled
-back and applies it once. This is the idempotent-writer pattern of ``foreachBatch`` (Spark
-docs, "Using foreachBatch"; book Ch. 11).
+client and reference-data windows older than the retention are pruned first), (3) bumps the
+counters and keeps the latest examples, closed sessions and alerts, merges the session
+statistics, (4) records the new maximum event time, and (5) inserts the batch id into
+``ledger``. A micro-batch that Spark replays after a crash either finds its id in the ledger
+and changes nothing, or finds the previous attempt rolled back and applies it once. This is the
+idempotent-writer pattern of ``foreachBatch`` (Spark docs, "Using foreachBatch"; book Ch. 11).
 
 All times are UTC instants written as ISO 8601 text (``1995-07-09T04:00:00Z``), which sorts
 in time order. The file is in WAL mode so the dashboard reads while the pipeline writes.
