@@ -292,14 +292,22 @@ def traffic_windows(panes: DataFrame) -> DataFrame:
         ``window_start``, ``window_end`` (timestamp), ``requests``, ``bytes``,
         ``status_1xx`` … ``status_5xx``, ``errors`` (bigint), ``error_rate`` (double).
     """
-    return panes.where(F.col("view") == "traffic").select(
+    return _window_rows(panes, "traffic", (F.col("errors") / F.col("requests")).alias("error_rate"))
+
+
+def _window_rows(panes: DataFrame, view: str, *extra: Column) -> DataFrame:
+    """The panes of ``view`` with window bounds as timestamps and the traffic measures; the
+    key column first for a dimension view, ``extra`` columns last."""
+    key = [F.col("key").alias(DIMENSION_VIEWS[view])] if view in DIMENSION_VIEWS else []
+    return panes.where(F.col("view") == view).select(
         F.timestamp_millis("start_ms").alias("window_start"),
         F.timestamp_millis("end_ms").alias("window_end"),
+        *key,
         "requests",
         "bytes",
         *[f"status_{c}" for c in STATUS_CLASSES],
         "errors",
-        (F.col("errors") / F.col("requests")).alias("error_rate"),
+        *extra,
     )
 
 
@@ -320,15 +328,7 @@ def dimension_windows(panes: DataFrame, view: str) -> DataFrame:
         ``agent_class`` or ``organisation``: string), ``requests``, ``bytes``,
         ``status_1xx`` … ``status_5xx``, ``errors`` (bigint; errors are statuses ≥ 400).
     """
-    return panes.where(F.col("view") == view).select(
-        F.timestamp_millis("start_ms").alias("window_start"),
-        F.timestamp_millis("end_ms").alias("window_end"),
-        F.col("key").alias(DIMENSION_VIEWS[view]),
-        "requests",
-        "bytes",
-        *[f"status_{c}" for c in STATUS_CLASSES],
-        "errors",
-    )
+    return _window_rows(panes, view)
 
 
 def sliding_windows(panes: DataFrame, view: str, window_ms: int, slide_ms: int) -> DataFrame:

@@ -46,7 +46,7 @@ from logstream.devices.readings import (
 )
 from logstream.devices.state import StateConfig, device_transitions
 from logstream.errors import ConfigError, InputPathError
-from logstream.pipeline.config import interval_seconds
+from logstream.pipeline.config import interval_seconds, spark_interval, trigger_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,19 +110,12 @@ class DeviceConfig(BaseModel):
     @field_validator("window", "watermark", "silent_after", "offline_after", "join_within")
     @classmethod
     def _interval(cls, value: str) -> str:
-        seconds = interval_seconds(value)
-        if seconds <= 0:
-            raise ValueError(f"{value!r} must be longer than zero")
-        return value
+        return spark_interval(value)
 
     @field_validator("trigger")
     @classmethod
     def _trigger(cls, value: str) -> str:
-        if value.strip().lower().replace("_", "-") in ("available-now", "availablenow"):
-            return "available-now"
-        if interval_seconds(value) <= 0:
-            raise ValueError(f"trigger {value!r} must be longer than zero")
-        return value
+        return trigger_value(value)
 
     @field_validator("output_dir", "state_dir", "registry")
     @classmethod

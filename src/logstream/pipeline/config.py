@@ -24,6 +24,8 @@ __all__ = [
     "REFERENCE_QUERIES",
     "PipelineConfig",
     "interval_seconds",
+    "spark_interval",
+    "trigger_value",
 ]
 
 #: File name of the serving store under the output directory when ``--store`` is not given.
@@ -75,13 +77,34 @@ def interval_seconds(text: str) -> float:
     return number * _UNIT_SECONDS[key]
 
 
-def _spark_interval(text: str) -> str:
+def spark_interval(text: str) -> str:
+    """An interval option as Spark interval text (``"600 seconds"``), checked to be positive.
+
+    Raises
+    ------
+    ValueError
+        When ``text`` is not an interval or is not longer than zero.
+    """
     seconds = interval_seconds(text)
     if seconds <= 0:
         raise ValueError(f"{text!r} must be longer than zero")
     if seconds != int(seconds):
         return f"{int(seconds * 1000)} milliseconds"
     return f"{int(seconds)} seconds"
+
+
+def trigger_value(text: str) -> str:
+    """A ``--trigger`` option: ``available-now`` (any spelling) or a processing-time interval
+    (:func:`spark_interval`).
+
+    Raises
+    ------
+    ValueError
+        When ``text`` is neither.
+    """
+    if text.strip().lower().replace("_", "-") in ("available-now", "availablenow"):
+        return "available-now"
+    return spark_interval(text)
 
 
 class PipelineConfig(BaseModel):
@@ -221,7 +244,7 @@ class PipelineConfig(BaseModel):
     )
     @classmethod
     def _interval(cls, value: str) -> str:
-        return _spark_interval(value)
+        return spark_interval(value)
 
     @field_validator("reference")
     @classmethod
@@ -287,9 +310,7 @@ class PipelineConfig(BaseModel):
     @field_validator("trigger")
     @classmethod
     def _trigger(cls, value: str) -> str:
-        if value.strip().lower().replace("_", "-") in ("available-now", "availablenow"):
-            return "available-now"
-        return _spark_interval(value)
+        return trigger_value(value)
 
     @field_validator("store")
     @classmethod

@@ -125,8 +125,6 @@ DIMENSION_OUTPUTS = {
     "traffic_by_agent": "agents",
     "traffic_by_network": "networks",
 }
-#: The dimension view each kind of reference table feeds.
-_VIEW_OF_TABLE = {"sections": "sections", "agents": "agents", "networks": "networks"}
 #: The event columns the analytics read (a narrower row before the reference joins).
 _ANALYTICS_COLUMNS = ("event_time", "client_host", "url_path", "status", "bytes_sent", "user_agent")
 
@@ -552,8 +550,9 @@ class IngestStage:
         if self._enricher is None:
             self._enricher = Enricher(events.sparkSession)
         views = self.settings.pane_spec().views
-        # only the joins a computed view reads (no agents join for a log without user agents)
-        used = {k: t for k, t in tables.items() if _VIEW_OF_TABLE[k] in views}
+        # only the joins a computed view reads (no agents join for a log without user agents);
+        # a dimension view is named after the kind of table that keys it
+        used = {k: t for k, t in tables.items() if k in views}
         return self._enricher.enrich(events.select(*_ANALYTICS_COLUMNS), used)
 
     def _publish_windows(
