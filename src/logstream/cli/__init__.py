@@ -13,6 +13,9 @@ from logstream.cli import data as _data  # noqa: F401
 from logstream.cli import devices as _devices  # noqa: F401
 from logstream.cli import dstream as _dstream  # noqa: F401
 from logstream.cli import generate as _generate  # noqa: F401
+from logstream.cli import model as _model  # noqa: F401
+from logstream.cli import model_bots as _model_bots  # noqa: F401
+from logstream.cli import model_occupancy as _model_occupancy  # noqa: F401
 from logstream.cli import replay as _replay  # noqa: F401
 from logstream.cli import run as _run  # noqa: F401
 from logstream.cli.app import app, err_console

@@ -1,0 +1,1 @@
+"""``logstream model train bots`` and ``logstream model evaluate bots``."""

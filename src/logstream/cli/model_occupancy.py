@@ -1,0 +1,1 @@
+"""``logstream model train occupancy`` and ``logstream model evaluate occupancy``."""
