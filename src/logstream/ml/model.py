@@ -245,6 +245,7 @@ def fit_classifier(
     seed: int = 7,
     candidates: Sequence[str] = CLASSIFIERS,
     weight: str | None = None,
+    fold_col: str | None = None,
 ) -> Fitted:
     """Fit VectorAssembler → StandardScaler → the classifier that k-fold cross-validation
     ranks best by area under ROC.
@@ -264,6 +265,10 @@ def fit_classifier(
         Names from :data:`CLASSIFIERS`.
     weight : str, optional
         A column of instance weights (class balancing), for every candidate.
+    fold_col : str, optional
+        An integer column 0 … ``folds`` − 1 naming each row's fold (``CrossValidator``'s
+        ``foldCol``): folds by day or by client keep correlated rows out of each other's
+        validation folds. Default: random folds by ``seed``.
 
     Returns
     -------
@@ -324,6 +329,8 @@ def fit_classifier(
         seed=seed,
         parallelism=1,
     )
+    if fold_col:
+        cv.setFoldCol(fold_col)
     fitted = cv.fit(train)
     scores = {name: float(m) for name, m in zip(candidates, fitted.avgMetrics, strict=True)}
     best = max(range(len(candidates)), key=lambda i: fitted.avgMetrics[i])
