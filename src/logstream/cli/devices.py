@@ -72,6 +72,14 @@ def run(
         int | None,
         typer.Option("--max-files-per-trigger", min=1, help="Input files per micro-batch."),
     ] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            help="An occupancy model directory (logstream model train occupancy): score every "
+            "reading (predictions/) and add the confusion matrix to device_windows.",
+        ),
+    ] = None,
     duration: Annotated[
         str | None,
         typer.Option("--duration", help="With an interval trigger: stop after this long."),
@@ -84,7 +92,12 @@ def run(
     Example: logstream devices run --input '../shared/data/occupancy_*.txt.gz'
     --registry examples/reference/devices.csv
     """
-    from logstream.devices import DeviceConfig, load_registry, start_device_queries
+    from logstream.devices import (
+        DeviceConfig,
+        check_device_model,
+        load_registry,
+        start_device_queries,
+    )
     from logstream.pipeline.config import interval_seconds
     from logstream.session import get_spark
 
@@ -101,9 +114,11 @@ def run(
         trigger=trigger,
         max_files_per_trigger=max_files_per_trigger,
         join_within=join_within,
+        model=model,
     )
     if cfg.registry is not None:
         load_registry(cfg.registry)  # checked before the JVM starts
+    check_device_model(cfg)  # likewise: the model's kind and input columns
     if duration and cfg.trigger == "available-now":
         raise ConfigError("--duration needs an interval --trigger (available-now stops by itself)")
     duration_s = interval_seconds(duration) if duration else None

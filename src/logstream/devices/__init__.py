@@ -4,18 +4,22 @@ Ch. 13, on real readings (the UCI occupancy data set of Ch. 15).
 :mod:`~logstream.devices.readings` parses readings, joins the device registry and computes
 per-device windows and threshold alerts; :mod:`~logstream.devices.state` tracks each device
 (online, silent, offline; room occupied or free) with ``transformWithStateInPandas`` and
-event-time timers; :mod:`~logstream.devices.pipeline` runs them as ``logstream devices run``.
+event-time timers; :mod:`~logstream.devices.pipeline` runs them as ``logstream devices run``,
+scoring every reading with an occupancy model (:mod:`logstream.ml.occupancy`) when given one.
 """
 
 from logstream.devices.join import alerts_near_changes
 from logstream.devices.pipeline import (
     DEVICE_OUTPUTS,
+    MODEL_OUTPUTS,
     DeviceConfig,
+    check_device_model,
     load_registry,
     start_device_queries,
 )
 from logstream.devices.readings import (
     BAD_READING,
+    CONFUSION_COLUMNS,
     METRICS,
     READING_SCHEMA,
     REGISTRY_COLUMNS,
@@ -28,13 +32,16 @@ from logstream.devices.state import StateConfig, device_transitions, transitions
 
 __all__ = [
     "BAD_READING",
+    "CONFUSION_COLUMNS",
     "DEVICE_OUTPUTS",
     "METRICS",
+    "MODEL_OUTPUTS",
     "READING_SCHEMA",
     "REGISTRY_COLUMNS",
     "DeviceConfig",
     "StateConfig",
     "alerts_near_changes",
+    "check_device_model",
     "device_transitions",
     "device_windows",
     "load_registry",

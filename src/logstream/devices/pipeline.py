@@ -16,7 +16,21 @@ output              columns                                                     
 ``alerts_near_``    :func:`~logstream.devices.join.alerts_near_changes`: a         per pair
 ``changes``         stream–stream join of the two above
 ``quarantine``      ``raw_line``, ``source_file``, ``reason``, ``detail``          per line
+``predictions``     with ``--model`` only: ``device``, ``room``, ``event_time``,   per reading
+                    the model's feature columns, ``prediction`` (int 0/1),
+                    ``probability`` (double, P(occupied)), ``occupancy`` (the
+                    true label or null), ``model_version``
 ==================  =============================================================  ===========
+
+With a model (``--model``, an occupancy model directory: :mod:`logstream.ml.occupancy`) the
+readings are scored once per query with ``PipelineModel.transform`` — a stateless projection
+of the streaming DataFrame — and ``device_windows`` is computed from the scored readings, so
+it also carries each window's running confusion matrix (``predicted_readings``, ``tp``,
+``fp``, ``tn``, ``fn``, ``accuracy``: :data:`~logstream.devices.readings.CONFUSION_COLUMNS`)
+without another stateful query. The model's metadata is checked against the reading schema
+before any query starts (:func:`check_device_model`). Adding or removing ``--model`` changes
+the schema of ``device_windows`` and of its state: a checkpoint written with the other choice
+is refused (start over with a new ``--state-dir`` and ``--output-dir``).
 """
 
 from __future__ import annotations
@@ -52,7 +66,16 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["DEVICE_OUTPUTS", "DeviceConfig", "load_registry", "start_device_queries"]
+    from logstream.ml.model import ModelInfo
+
+__all__ = [
+    "DEVICE_OUTPUTS",
+    "MODEL_OUTPUTS",
+    "DeviceConfig",
+    "check_device_model",
+    "load_registry",
+    "start_device_queries",
+]
 
 #: The queries of the device pipeline and their Parquet outputs.
 DEVICE_OUTPUTS = (
@@ -62,6 +85,8 @@ DEVICE_OUTPUTS = (
     "alerts_near_changes",
     "quarantine",
 )
+#: The queries added by ``--model`` (after :data:`DEVICE_OUTPUTS`).
+MODEL_OUTPUTS = ("predictions",)
 
 
 class DeviceConfig(BaseModel):
@@ -90,6 +115,10 @@ class DeviceConfig(BaseModel):
         Input files per micro-batch (default: all that are there).
     join_within : str
         Largest distance between an alert and an occupancy change joined to it.
+    model : Path, optional
+        An occupancy model directory (``logstream model train occupancy``): score every
+        reading (the ``predictions`` output) and add the confusion matrix to
+        ``device_windows``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -106,6 +135,7 @@ class DeviceConfig(BaseModel):
     trigger: str = "available-now"
     max_files_per_trigger: int | None = Field(default=None, ge=1)
     join_within: str = "10 minutes"
+    model: Path | None = None
 
     @field_validator("window", "watermark", "silent_after", "offline_after", "join_within")
     @classmethod
@@ -117,7 +147,7 @@ class DeviceConfig(BaseModel):
     def _trigger(cls, value: str) -> str:
         return trigger_value(value)
 
-    @field_validator("output_dir", "state_dir", "registry")
+    @field_validator("output_dir", "state_dir", "registry", "model")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser().absolute()
@@ -213,16 +243,56 @@ def _input_path(text: str) -> str:
     return str(path.absolute())
 
 
-def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[StreamingQuery]:
-    """Start the five queries of the device pipeline (see the module docstring).
+def check_device_model(cfg: DeviceConfig) -> ModelInfo | None:
+    """Check ``cfg.model`` without Spark: an occupancy model whose features are reading
+    columns of the types it was trained on, and checkpoints made with the same choice of
+    scoring or not.
+
+    Returns
+    -------
+    ModelInfo or None
+        None without a model.
 
     Raises
     ------
     InputPathError
-        When the input or the registry does not exist.
+        When the model directory does not exist or is not a model directory.
     ConfigError
-        When the registry is invalid.
+        When it is another kind of model, of a newer format, needs a column the readings lack
+        or have with another type (the message names each), or the state directory holds
+        checkpoints of a run with the other choice.
     """
+    from logstream.ml.model import read_model_info
+    from logstream.ml.occupancy import KIND, READING_TYPES
+
+    info = None
+    if cfg.model is not None:
+        info = read_model_info(cfg.model, KIND)
+        info.check_columns(READING_TYPES, "the device readings")
+    windows = cfg.state_dir / "device_windows"
+    predictions = cfg.state_dir / MODEL_OUTPUTS[0]
+    if windows.is_dir() and predictions.is_dir() != (info is not None):
+        was = "with" if predictions.is_dir() else "without"
+        raise ConfigError(
+            f"--state-dir {str(cfg.state_dir)!r} holds checkpoints of a run {was} --model: "
+            "device_windows' schema differs with a model; use a new --state-dir and "
+            "--output-dir (or run as before)"
+        )
+    return info
+
+
+def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[StreamingQuery]:
+    """Start the queries of the device pipeline: the five of :data:`DEVICE_OUTPUTS`, and
+    ``predictions`` with a model (see the module docstring).
+
+    Raises
+    ------
+    InputPathError
+        When the input, the registry or the model does not exist.
+    ConfigError
+        When the registry is invalid or the model does not fit (:func:`check_device_model`).
+    """
+    info = check_device_model(cfg)
     registry = _registry_frame(spark, cfg.registry)
     reader = spark.readStream.format("text")
     if cfg.max_files_per_trigger:
@@ -243,13 +313,31 @@ def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[Streami
     )
     alerts = threshold_alerts(readings)
     transitions = device_transitions(readings, cfg.state_config())
+    scored = readings
+    if cfg.model is not None and info is not None:
+        from logstream.ml.model import load_model
+        from logstream.ml.occupancy import KIND, score_readings
+
+        model, info = load_model(cfg.model, KIND)
+        scored = score_readings(model, readings, info.version)
     frames = {
-        "device_windows": device_windows(readings, cfg.window),
+        "device_windows": device_windows(scored, cfg.window),
         "device_alerts": alerts,
         "device_events": transitions,
         "alerts_near_changes": alerts_near_changes(alerts, transitions, cfg.join_within),
         "quarantine": bad,
     }
+    if info is not None:
+        frames["predictions"] = scored.select(
+            "device",
+            "room",
+            "event_time",
+            *info.features,
+            "prediction",
+            "probability",
+            "occupancy",
+            "model_version",
+        )
     queries = []
     for name, frame in frames.items():
         writer = (

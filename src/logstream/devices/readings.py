@@ -30,6 +30,7 @@ from pyspark.sql.types import (
 
 __all__ = [
     "BAD_READING",
+    "CONFUSION_COLUMNS",
     "METRICS",
     "READING_SCHEMA",
     "REGISTRY_COLUMNS",
@@ -47,6 +48,8 @@ METRICS = {
     "co2": "ppm",
     "humidity_ratio": "kg/kg",
 }
+#: The columns :func:`device_windows` adds for scored readings: the window's confusion matrix.
+CONFUSION_COLUMNS = ("predicted_readings", "tp", "fp", "tn", "fn", "accuracy")
 #: Quarantine reason of a line that is not a reading.
 BAD_READING = "bad_reading"
 
@@ -212,6 +215,13 @@ def device_windows(readings: DataFrame, window: str = "5 minutes") -> DataFrame:
         ``device``, ``room``, ``window_start``, ``window_end`` (timestamp), ``readings``
         (bigint), ``<metric>_mean``, ``<metric>_min``, ``<metric>_max`` (double, in the
         metric's unit: :data:`METRICS`), ``occupied_share`` (0–1: readings labelled occupied).
+        When the readings are scored (a ``prediction`` column, 0/1:
+        :func:`logstream.ml.occupancy.score_readings`), also the window's confusion matrix
+        over its labelled readings: :data:`CONFUSION_COLUMNS`, ``predicted_readings``,
+        ``tp``, ``fp``, ``tn``, ``fn`` (bigint; ``predicted_readings`` counts the readings
+        with a label, ``tp`` those labelled and predicted occupied …) and ``accuracy``
+        (double, (tp + tn) / predicted_readings; null when no reading has a label). Without
+        a ``prediction`` column these columns are absent.
     """
     w = F.window("event_time", window)
     aggs = []
@@ -220,6 +230,25 @@ def device_windows(readings: DataFrame, window: str = "5 minutes") -> DataFrame:
             F.avg(m).alias(f"{m}_mean"),
             F.min(m).alias(f"{m}_min"),
             F.max(m).alias(f"{m}_max"),
+        ]
+    scored = "prediction" in readings.columns
+    if scored:
+        y, p = F.col("occupancy"), F.col("prediction")
+        aggs += [
+            F.count("occupancy").alias("predicted_readings"),
+            F.count_if((y == 1) & (p == 1)).alias("tp"),
+            F.count_if((y == 0) & (p == 1)).alias("fp"),
+            F.count_if((y == 0) & (p == 0)).alias("tn"),
+            F.count_if((y == 1) & (p == 0)).alias("fn"),
+        ]
+    confusion = []
+    if scored:
+        confusion = [
+            *CONFUSION_COLUMNS[:-1],
+            F.when(
+                F.col("predicted_readings") > 0,
+                (F.col("tp") + F.col("tn")) / F.col("predicted_readings"),
+            ).alias("accuracy"),
         ]
     return (
         readings.groupBy("device", "room", w.alias("w"))
@@ -232,6 +261,7 @@ def device_windows(readings: DataFrame, window: str = "5 minutes") -> DataFrame:
             "readings",
             *(f"{m}_{s}" for m in METRICS for s in ("mean", "min", "max")),
             "occupied_share",
+            *confusion,
         )
     )
 

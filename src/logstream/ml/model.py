@@ -206,7 +206,8 @@ def save_model(model: PipelineModel, path: Path, info: ModelInfo, overwrite: boo
             )
         shutil.rmtree(path)
     model.write().save(str(path / "spark"))
-    (path / META_FILE).write_text(json.dumps(asdict(info), indent=2, sort_keys=True) + "\n")
+    # not sort_keys: ``features`` keeps the order the pipeline assembles them in
+    (path / META_FILE).write_text(json.dumps(asdict(info), indent=2) + "\n")
 
 
 def default_version() -> str:
