@@ -196,3 +196,21 @@ def test_bad_training_options_are_refused_before_spark(tmp_path, capsys):
     assert main([*train, str(data_file(TRAIN)), "--classifiers", "svm"]) == 2
     assert "unknown ['svm']" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_the_dashboard_shows_the_running_confusion_matrix(streamed):
+    from logstream.dashboard.devices import accuracy_figure, devices_panel, read_devices
+
+    view = read_devices(streamed["cfg"].output_dir)
+    windows = streamed["windows"]
+    assert view.model is not None
+    for k in ("predicted_readings", "tp", "fp", "tn", "fn"):
+        assert view.model[k] == int(windows[k].sum())
+    m = view.model
+    assert m["accuracy"] == (m["tp"] + m["tn"]) / m["predicted_readings"]
+    assert m["versions"] == ["t1"]
+    w = windows[windows["device"] == "occupancy_datatest"].sort_values("window_start")
+    assert view.accuracy["occupancy_datatest"][1] == w["accuracy"].tolist()
+    page = str(devices_panel(view))
+    assert "device-confusion-table" in page and "graph-device-accuracy" in page
+    assert len(accuracy_figure(view)["data"]) == 3

@@ -4,6 +4,11 @@ The device pipeline writes Parquet with Spark's file sink, whose log (``_spark_m
 lists the files of every committed micro-batch; :func:`read_devices` reads only those (a file
 being written is never read), with pyarrow — no Spark in the dashboard. The outputs are small
 (a row per device and window, per alert, per change).
+
+When the pipeline scores the readings (``logstream devices run --model``), ``device_windows``
+carries each window's confusion matrix (``predicted_readings``, ``tp``, ``fp``, ``tn``,
+``fn``, ``accuracy``): the panel then adds the model's running confusion matrix (the sums over
+the committed windows) and a chart of the accuracy per window, one line per device.
 """
 
 from __future__ import annotations
@@ -16,7 +21,15 @@ from urllib.parse import unquote, urlparse
 
 from dash import dcc, html
 
-__all__ = ["DevicesView", "committed_files", "devices_figure", "devices_panel", "read_devices"]
+__all__ = [
+    "DevicesView",
+    "accuracy_figure",
+    "committed_files",
+    "devices_figure",
+    "devices_panel",
+    "model_section",
+    "read_devices",
+]
 
 #: Alerts and joined alert–change pairs listed (the newest).
 LISTED = 10
@@ -64,10 +77,40 @@ class DevicesView:
     co2: dict[str, tuple[list[str], list[float]]] = field(default_factory=dict)
     alerts: list[dict[str, Any]] = field(default_factory=list)  #: the newest first
     near_changes: list[dict[str, Any]] = field(default_factory=list)  #: the newest first
+    #: with a model: predicted_readings, tp, fp, tn, fn (int, summed over the committed
+    #: windows), accuracy, precision, recall (0–1, None without labelled readings),
+    #: versions (the model versions in ``predictions/``); None without a model
+    model: dict[str, Any] | None = None
+    #: with a model, per device: window starts (ISO) and each window's accuracy (None for a
+    #: window without labelled readings)
+    accuracy: dict[str, tuple[list[str], list[float | None]]] = field(default_factory=dict)
 
 
 def _iso(t: Any) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+#: The confusion counts of a scored window.
+CONFUSION = ("predicted_readings", "tp", "fp", "tn", "fn")
+
+
+def _model_summary(windows: Any, output_dir: Path) -> dict[str, Any] | None:
+    """The running confusion matrix over the windows, None when they are not scored."""
+    import pyarrow.parquet as pq
+
+    if windows.empty or "accuracy" not in windows.columns:
+        return None
+    out: dict[str, Any] = {k: int(windows[k].sum()) for k in CONFUSION}
+    tp, fp, tn, fn = (out[k] for k in ("tp", "fp", "tn", "fn"))
+    n = out["predicted_readings"]
+    out["accuracy"] = (tp + tn) / n if n else None
+    out["precision"] = tp / (tp + fp) if tp + fp else None
+    out["recall"] = tp / (tp + fn) if tp + fn else None
+    versions: set[str] = set()
+    for f in committed_files(output_dir / "predictions"):
+        versions |= set(pq.read_table(f, columns=["model_version"]).column(0).to_pylist())
+    out["versions"] = sorted(versions)
+    return out
 
 
 def read_devices(output_dir: Path | str) -> DevicesView:
@@ -99,6 +142,9 @@ def read_devices(output_dir: Path | str) -> DevicesView:
             row.update(room=last["room"], last_window=_iso(last["window_start"]))
             row.update(temperature_mean=last["temperature_mean"], co2_mean=last["co2_mean"])
             view.co2[device] = ([_iso(t) for t in w["window_start"]], w["co2_mean"].tolist())
+            if "accuracy" in w.columns:
+                accuracy = [None if a != a else float(a) for a in w["accuracy"]]  # NaN: None
+                view.accuracy[device] = ([_iso(t) for t in w["window_start"]], accuracy)
         e = events[events["device"] == device] if not events.empty else events
         for kind, key in (("status", "status"), ("occupancy", "occupancy")):
             k = e[e["kind"] == kind].sort_values("at") if not e.empty else e
@@ -109,6 +155,7 @@ def read_devices(output_dir: Path | str) -> DevicesView:
         if not alerts.empty:
             row["alerts"] = int((alerts["device"] == device).sum())
         view.devices.append(row)
+    view.model = _model_summary(windows, out)
     if not alerts.empty:
         newest = alerts.sort_values("event_time", ascending=False).head(LISTED)
         view.alerts = [
@@ -204,7 +251,60 @@ def devices_panel(view: DevicesView | None) -> list[Any]:
             ],
             className="pair",
         ),
+        *model_section(view),
     ]
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def model_section(view: DevicesView) -> list[Any]:
+    """With a model: its running confusion matrix (predicted rows × true columns) and the
+    accuracy per window; nothing without one."""
+    m = view.model
+    if m is None:
+        return []
+    versions = ", ".join(m["versions"]) or "–"
+    matrix = _table(
+        "device-confusion-table",
+        ["predicted \\ true", "occupied", "free"],
+        [
+            ["occupied", f"{m['tp']:,}", f"{m['fp']:,}"],
+            ["free", f"{m['fn']:,}", f"{m['tn']:,}"],
+        ],
+    )
+    summary = html.P(
+        f"{m['predicted_readings']:,} labelled readings in the committed windows: "
+        f"accuracy {_share(m['accuracy'])}, precision {_share(m['precision'])}, "
+        f"recall {_share(m['recall'])}",
+        id="device-model-summary",
+    )
+    graph = dcc.Graph(id="graph-device-accuracy", figure=accuracy_figure(view))
+    return [
+        html.Div(
+            [
+                html.Div([html.H3(f"Occupancy model {versions}"), matrix, summary]),
+                html.Div(graph),
+            ],
+            className="pair",
+        )
+    ]
+
+
+def accuracy_figure(view: DevicesView | None) -> dict[str, Any]:
+    """The model's accuracy per window, one line per device."""
+    title = "Occupancy model: accuracy per window, per device"
+    if view is None or not view.accuracy:
+        from logstream.dashboard.figures import empty_figure
+
+        return empty_figure("No scored device windows (devices run --model).", title)
+    data = [
+        {"type": "scatter", "mode": "lines", "name": device, "x": x, "y": y}
+        for device, (x, y) in view.accuracy.items()
+    ]
+    layout = {"title": {"text": title}, "height": 300, "yaxis": {"range": [0, 1.02]}}
+    return {"data": data, "layout": layout}
 
 
 def devices_figure(view: DevicesView | None) -> dict[str, Any]:
