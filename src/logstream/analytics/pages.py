@@ -12,8 +12,11 @@ from logstream.analytics.visitors import local_day
 
 __all__ = [
     "CONTENT_PAGE_REGEX",
+    "ROBOTS_TXT",
+    "STATIC_ASSET_EXTENSIONS",
     "is_content_page",
     "is_content_path",
+    "is_static_asset",
     "page_counts_per_window",
     "top_content_pages_by_day",
     "top_not_found",
@@ -36,6 +39,29 @@ def is_content_path(url_path: str) -> bool:
 
 
 _CONTENT_PAGE = re.compile(CONTENT_PAGE_REGEX)
+
+
+#: The path a crawler fetches first (the robots exclusion protocol, RFC 9309).
+ROBOTS_TXT = "/robots.txt"
+
+#: The extensions of static assets: images, style sheets, scripts and fonts.
+STATIC_ASSET_EXTENSIONS = (
+    *("gif", "jpg", "jpeg", "png", "ico", "bmp", "svg", "webp", "xbm"),
+    *("css", "js", "mjs", "woff", "woff2", "ttf", "otf", "eot"),
+)
+
+
+def is_static_asset(url_path: Column | str = "url_path") -> Column:
+    """True when the URL path's last segment ends in a :data:`STATIC_ASSET_EXTENSIONS`
+    extension (any case); false without a path. String functions, no regular expression.
+
+    Examples
+    --------
+    ``/images/KSC-logosmall.GIF`` → true; ``/shuttle/countdown/`` → false.
+    """
+    col = F.col(url_path) if isinstance(url_path, str) else url_path
+    extension = F.lower(F.substring_index(col, ".", -1))
+    return F.coalesce(col.contains(".") & extension.isin(*STATIC_ASSET_EXTENSIONS), F.lit(False))
 
 
 def is_content_page(url_path: Column | str = "url_path") -> Column:

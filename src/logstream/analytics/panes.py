@@ -21,7 +21,11 @@ view            key                 pane length            measures
                 content page        trending slide)
 ``visitors``    ``""``              ``traffic_ms``         HLL sketch of ``client_host`` (its
                                                            counts are 0)
-``clients``     ``client_host``     ``clients_ms``         requests, bytes
+``clients``     ``client_host``     ``clients_ms``         requests, bytes, errors, static
+                                                           assets, robots.txt, first and last
+                                                           event time (the bot features)
+``client_pages`` ``client_host``    ``clients_ms``         HLL sketch of the client's
+                                                           ``url_path`` (distinct pages)
 ``sections``    ``section``         ``traffic_ms``         as ``traffic``
 ``agents``      ``agent_class``     ``traffic_ms``         as ``traffic``
 ``networks``    ``organisation``    ``traffic_ms``         as ``traffic``
@@ -45,7 +49,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from logstream.analytics.pages import is_content_page
+from logstream.analytics.pages import ROBOTS_TXT, is_content_page, is_static_asset
 from logstream.analytics.traffic import ERROR_STATUS_MIN, STATUS_CLASSES
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "MEASURES",
     "PANE_SCHEMA",
     "PANE_VIEWS",
+    "SKETCH_VIEWS",
     "PaneSpec",
     "dimension_windows",
     "fold_panes",
@@ -61,7 +66,19 @@ __all__ = [
 ]
 
 #: The views, in the order of :data:`PANE_SCHEMA`'s ``view`` values.
-PANE_VIEWS = ("traffic", "pages", "visitors", "clients", "sections", "agents", "networks")
+PANE_VIEWS = (
+    "traffic",
+    "pages",
+    "visitors",
+    "clients",
+    "client_pages",
+    "sections",
+    "agents",
+    "networks",
+)
+#: The sketch views: one HLL sketch per pane of ``item`` distinct values, keyed by ``key``
+#: (``None``: the whole site), in a small aggregation of their own.
+SKETCH_VIEWS = {"visitors": (None, "client_host"), "client_pages": ("client_host", "url_path")}
 #: The dimension views and the enrichment column that keys each.
 DIMENSION_VIEWS = {"sections": "section", "agents": "agent_class", "networks": "organisation"}
 
@@ -72,6 +89,8 @@ MEASURES = (
     *(f"status_{c}" for c in STATUS_CLASSES),
     "errors",
     "server_errors",
+    "static_requests",
+    "robots_requests",
 )
 
 PANE_SCHEMA = StructType(
@@ -81,6 +100,8 @@ PANE_SCHEMA = StructType(
         StructField("start_ms", LongType(), False),
         StructField("end_ms", LongType(), False),
         *(StructField(m, LongType(), False) for m in MEASURES),
+        StructField("first_ms", LongType(), True),
+        StructField("last_ms", LongType(), True),
         StructField("sketch", BinaryType(), True),
     ]
 )
@@ -115,7 +136,7 @@ class PaneSpec:
         """The pane length of ``view``, ms."""
         if view == "pages":
             return self.page_pane_ms
-        if view == "clients":
+        if view in ("clients", "client_pages"):
             return self.clients_ms
         return self.traffic_ms  # traffic, visitors and the dimension views
 
@@ -145,8 +166,10 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
         :data:`PANE_SCHEMA` plus ``touched`` (boolean: the pane has events of ``events``), one
         row per ``(view, key, start_ms)`` of the views of ``spec`` found in either input;
         ``start_ms``/``end_ms`` are epoch milliseconds (end exclusive), measures are counts and
-        bytes, ``sketch`` is the HLL sketch (``hll_sketch_agg``, lgConfigK 12) of the visitors
-        view, null for the others; the visitors view has only its sketch (its measures are 0).
+        bytes, ``first_ms``/``last_ms`` the first and last event time in the pane (epoch ms),
+        ``sketch`` the HLL sketch (``hll_sketch_agg``, lgConfigK 12) of a sketch view
+        (:data:`SKETCH_VIEWS`: visitors, client pages), null for the others; a sketch view
+        has only its sketch and times (its measures are 0).
 
     Raises
     ------
@@ -173,39 +196,43 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
     if open_panes is not None:
         counted, sketched = _open_by_kind(open_panes.where(F.col("view").isin(*views)))
     if events is not None:
-        if any(v != "visitors" for v in views):
-            rows = _event_rows(events, spec, [v for v in views if v != "visitors"])
+        counted_views = [v for v in views if v not in SKETCH_VIEWS]
+        if counted_views:
+            rows = _event_rows(events, spec, counted_views)
             counted = rows if counted is None else counted.unionByName(rows)
-        if "visitors" in views:
-            panes = _visitor_panes(events, spec.length_ms("visitors"))
+        for view in (v for v in views if v in SKETCH_VIEWS):
+            panes = _sketch_panes(events, view, spec.length_ms(view))
             sketched = panes if sketched is None else sketched.unionByName(panes)
     return _aggregate(counted, sketched)
 
 
 _KEYS = ("view", "key", "start_ms", "end_ms")
+#: The columns of a pane after its keys: the measures, the first and last event time.
+_VALUES = (*MEASURES, "first_ms", "last_ms")
 
 
 def _open_by_kind(panes: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Open pane rows (``touched`` false) split into counted views and visitor (sketch) panes."""
+    """Open pane rows (``touched`` false) split into counted views and sketch panes."""
     marked = panes.select(*PANE_SCHEMA.fieldNames(), F.lit(False).alias("touched"))
-    sketched = F.col("view") == "visitors"
+    sketched = F.col("view").isin(*SKETCH_VIEWS)
     return marked.where(~sketched), marked.where(sketched)
 
 
 def _aggregate(counted: DataFrame | None, sketched: DataFrame | None) -> DataFrame:
     sums = [F.sum(m).cast("bigint").alias(m) for m in MEASURES]
+    times = [F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms")]
     touched = F.max("touched").alias("touched")
     frames = []
     if counted is not None:
         frames.append(
             counted.groupBy(*_KEYS)
-            .agg(*sums, touched)
-            .select(*_KEYS, *MEASURES, F.lit(None).cast("binary").alias("sketch"), "touched")
+            .agg(*sums, *times, touched)
+            .select(*_KEYS, *_VALUES, F.lit(None).cast("binary").alias("sketch"), "touched")
         )
     if sketched is not None:
         frames.append(
             sketched.groupBy(*_KEYS).agg(
-                *sums, F.hll_union_agg("sketch", True).alias("sketch"), touched
+                *sums, *times, F.hll_union_agg("sketch", True).alias("sketch"), touched
             )
         )
     out = frames[0]
@@ -241,10 +268,14 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
     def flag(condition: Column) -> Column:
         return F.when(condition, one).otherwise(zero)
 
+    # the per-event flags once per event, before the explode into one row per view
     return events.select(
         F.explode(F.filter(F.array(*rows), lambda r: r.isNotNull())).alias("p"),
         "status",
         "bytes_sent",
+        t_ms.alias("t_ms"),
+        flag(is_static_asset()).alias("static_requests"),
+        flag(F.col("url_path") == ROBOTS_TXT).alias("robots_requests"),
     ).select(
         *(F.col(f"p.{k}").alias(k) for k in _KEYS),
         one.alias("requests"),
@@ -252,26 +283,43 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
         *(flag(F.floor(status / 100) == int(c[0])).alias(f"status_{c}") for c in STATUS_CLASSES),
         flag(status >= ERROR_STATUS_MIN).alias("errors"),
         flag(status >= SERVER_ERROR_STATUS_MIN).alias("server_errors"),
+        "static_requests",
+        "robots_requests",
+        F.col("t_ms").alias("first_ms"),
+        F.col("t_ms").alias("last_ms"),
         F.lit(None).cast("binary").alias("sketch"),
         F.lit(True).alias("touched"),
     )
 
 
-def _visitor_panes(events: DataFrame, length_ms: int) -> DataFrame:
-    """The visitors' panes of ``events`` (``touched``): an HLL sketch per pane."""
-    start = _start(F.unix_millis("event_time"), length_ms)
+def _sketch_panes(events: DataFrame, view: str, length_ms: int) -> DataFrame:
+    """The panes of a sketch view (:data:`SKETCH_VIEWS`) of ``events`` (``touched``): an HLL
+    sketch per pane and key of the distinct values of its item column, over the distinct
+    ``(pane, key, item)`` rows (a smaller input for the object aggregate)."""
+    key_col, item = SKETCH_VIEWS[view]
+    key = F.col(key_col) if key_col else F.lit("")
+    t_ms = F.unix_millis("event_time")
     zero = F.lit(0).cast("bigint")
     return (
-        events.select(start.alias("start_ms"), "client_host")
-        .distinct()
-        .groupBy("start_ms")
-        .agg(F.hll_sketch_agg("client_host").alias("sketch"))
+        events.select(
+            _start(t_ms, length_ms).alias("start_ms"), key.alias("key"), item, t_ms.alias("t")
+        )
+        .groupBy("start_ms", "key", item)
+        .agg(F.min("t").alias("first_ms"), F.max("t").alias("last_ms"))
+        .groupBy("start_ms", "key")
+        .agg(
+            F.hll_sketch_agg(item).alias("sketch"),
+            F.min("first_ms").alias("first_ms"),
+            F.max("last_ms").alias("last_ms"),
+        )
         .select(
-            F.lit("visitors").alias("view"),
-            F.lit("").alias("key"),
+            F.lit(view).alias("view"),
+            "key",
             "start_ms",
             (F.col("start_ms") + F.lit(length_ms)).alias("end_ms"),
             *[zero.alias(m) for m in MEASURES],
+            "first_ms",
+            "last_ms",
             "sketch",
             F.lit(True).alias("touched"),
         )

@@ -287,10 +287,18 @@ def run(
             help="The analytics outputs to compute: 'all', 'none' or a comma-separated list of "
             "traffic_per_minute, trending_pages, unique_visitors, sessions, top_clients, "
             "alerts, traffic_by_section, traffic_by_agent (with a log format that has user "
-            "agents), traffic_by_network (with --reference networks=FILE); events, late events "
-            "and quarantine are always written.",
+            "agents), traffic_by_network (with --reference networks=FILE), bot_scores (with "
+            "--bot-model DIR); events, late events and quarantine are always written.",
         ),
     ] = "all",
+    bot_model: Annotated[
+        Path | None,
+        typer.Option(
+            "--bot-model",
+            help="A bot model directory (logstream model train bots): every final client "
+            "window is scored into bot_scores/ and the dashboard's bots panel.",
+        ),
+    ] = None,
     dashboard: Annotated[
         bool | None,
         typer.Option(
@@ -429,6 +437,7 @@ def run(
             alert_sigma=v["alert_sigma"],
             alert_warmup=v["alert_warmup"],
             reference=parse_reference_options(_reference_values(v["reference"])),
+            bot_model=v["bot_model"],
             queries=v["queries"],
         )
         # a store or output directory of another checkpoint stops the run before the JVM starts

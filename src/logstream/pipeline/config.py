@@ -21,6 +21,7 @@ from logstream.config import config_error
 __all__ = [
     "DEFAULT_STORE_NAME",
     "EVENT_QUERIES",
+    "MODEL_QUERIES",
     "REFERENCE_QUERIES",
     "PipelineConfig",
     "interval_seconds",
@@ -43,7 +44,10 @@ EVENT_QUERIES = (
     "traffic_by_section",
     "traffic_by_agent",
     "traffic_by_network",
+    "bot_scores",
 )
+#: The outputs that score with a model (:mod:`logstream.ml`), and the option giving it.
+MODEL_QUERIES = {"bot_scores": "--bot-model"}
 #: The outputs enriched by reference tables (:mod:`logstream.reference`), and the table
 #: each needs; ``None``: a default exists (built-in agent classes, first-segment sections).
 REFERENCE_QUERIES = {
@@ -193,8 +197,12 @@ class PipelineConfig(BaseModel):
         in its Parquet output and the serving store. Also read from ``"all"``, ``"none"`` or
         a comma-separated list; kept in :data:`EVENT_QUERIES` order. An output turned on
         later starts from the micro-batch it is turned on in. ``all`` leaves out
-        ``traffic_by_network`` when there is no networks table; naming it without one is an
-        error.
+        ``traffic_by_network`` when there is no networks table and ``bot_scores`` when there
+        is no bot model; naming one without it is an error.
+    bot_model : Path, optional
+        A bot model directory (``logstream model train bots``): the ``bot_scores`` output
+        scores every final client window with it (:mod:`logstream.ml.bots`). Checked at
+        start: kind ``bots`` and the features the pipeline computes.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
@@ -228,6 +236,7 @@ class PipelineConfig(BaseModel):
     alert_sigma: float = Field(default=5.0, gt=0, le=100)
     alert_warmup: str = "30 minutes"
     reference: dict[str, Path] = Field(default_factory=dict)
+    bot_model: Path | None = None
     queries: tuple[str, ...] = "all"  # type: ignore[assignment]  # resolved by _queries
 
     @field_validator(
@@ -261,17 +270,31 @@ class PipelineConfig(BaseModel):
                 raise ValueError(f"reference table {str(path)!r} ({kind}) does not exist")
         return {k: Path(p).expanduser().absolute() for k, p in value.items()}
 
+    @field_validator("bot_model")
+    @classmethod
+    def _bot_model(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        from logstream.ml.bots import BOT_FEATURES, KIND
+        from logstream.ml.model import read_model_info
+
+        path = Path(value).expanduser().absolute()
+        read_model_info(path, KIND).check_columns(BOT_FEATURES, "the pipeline's client windows")
+        return path
+
     @field_validator("queries", mode="before")
     @classmethod
     def _queries(cls, value: object, info: ValidationInfo) -> tuple[str, ...]:
         tables = info.data.get("reference") or {}
+        models = {"--bot-model"} if info.data.get("bot_model") else set()
         if isinstance(value, str):
             text = value.strip().lower()
             if text == "all":
                 return tuple(
                     q
                     for q in EVENT_QUERIES
-                    if REFERENCE_QUERIES.get(q) is None or REFERENCE_QUERIES[q] in tables
+                    if (REFERENCE_QUERIES.get(q) is None or REFERENCE_QUERIES[q] in tables)
+                    and (q not in MODEL_QUERIES or MODEL_QUERIES[q] in models)
                 )
             if text == "none":
                 return ()
@@ -298,6 +321,11 @@ class PipelineConfig(BaseModel):
                 raise ValueError(
                     f"query {name!r} needs a {needs} table: add --reference {needs}=FILE "
                     "(CSV or Parquet), or leave it out of --queries"
+                )
+            if name in MODEL_QUERIES and MODEL_QUERIES[name] not in models:
+                raise ValueError(
+                    f"query {name!r} needs a model: add {MODEL_QUERIES[name]} DIR "
+                    "(logstream model train bots), or leave it out of --queries"
                 )
         return tuple(q for q in EVENT_QUERIES if q in names)
 

@@ -85,7 +85,7 @@ from logstream.pipeline.state import SnapshotMeta, StateSnapshots
 from logstream.reference import Enricher, ReferenceTables, Table
 from logstream.schema import EVENT_COLUMNS, QUARANTINE_SCHEMA
 from logstream.serving import IngestBatchWrite, ServingStore
-from logstream.serving.store import ALERTS_KEPT, SESSIONS_KEPT
+from logstream.serving.store import ALERTS_KEPT, BOTS_PER_BATCH, SESSIONS_KEPT
 from logstream.sinks import publish_batch, run_stateful_plan
 from logstream.sources.integrity import (
     CORRUPT_FILE_REASON,
@@ -101,6 +101,7 @@ __all__ = [
     "OUTPUTS",
     "STATE_PARTS",
     "AnalyticsSettings",
+    "BotScorer",
     "IngestStage",
     "IngestTotals",
     "fault_hook",
@@ -215,8 +216,10 @@ class AnalyticsSettings:
             views.append("pages")
         if "unique_visitors" in wanted:
             views.append("visitors")
-        if "top_clients" in wanted:
+        if wanted & {"top_clients", "bot_scores"}:
             views.append("clients")
+        if "bot_scores" in wanted:
+            views.append("client_pages")
         views += [view for output, view in DIMENSION_OUTPUTS.items() if output in wanted]
         return PaneSpec(
             traffic_ms=self.traffic_ms,
@@ -224,6 +227,14 @@ class AnalyticsSettings:
             clients_ms=self.clients_ms,
             views=tuple(views),
         )
+
+
+@dataclass(frozen=True)
+class BotScorer:
+    """A loaded bot model (:func:`logstream.ml.model.load_model`) and its metadata."""
+
+    model: Any
+    info: Any
 
 
 @dataclass
@@ -264,6 +275,9 @@ class IngestStage:
         The reference tables of the dimension views (default: the built-in agent classes and
         first-segment sections); each micro-batch records the versions it uses, so a replay
         enriches the same way.
+    bot_model : BotScorer, optional
+        The model of the ``bot_scores`` output: every client window that becomes final is
+        scored with it (:func:`logstream.ml.bots.score_features`).
 
     Notes
     -----
@@ -280,6 +294,7 @@ class IngestStage:
         strict: bool = False,
         stateful_input: bool = False,
         reference: ReferenceTables | None = None,
+        bot_model: BotScorer | None = None,
     ) -> None:
         self.output_dir = output_dir
         self.store = store
@@ -289,6 +304,7 @@ class IngestStage:
         self.strict = strict
         self.stateful_input = stateful_input
         self.reference = reference if reference is not None else ReferenceTables()
+        self.bot_model = bot_model
         self._enricher: Enricher | None = None
         self._tables: dict[str, Table] = {}  # the reference tables of the running batch
         self.totals = IngestTotals()
@@ -525,6 +541,9 @@ class IngestStage:
             if moved:
                 with self._timed("windows"):
                     self._publish_windows(finals, windows, newly_final, write.batch_id)
+                if self.bot_model is not None and "bot_scores" in s.outputs:
+                    with self._timed("bot_scores"):
+                        self._bot_scores(finals, write)
             if events is not None:
                 with self._timed("live_views"):
                     self._live_views(merged, windows, write, horizon_ms)
@@ -604,6 +623,60 @@ class IngestStage:
             publish_batch(
                 analytics.top_clients_per_window(counts, s.top), out / "top_clients", batch_id
             )
+
+    def _bot_scores(self, finals: DataFrame, write: IngestBatchWrite) -> None:
+        """Score the client windows that became final with the bot model: every window to
+        ``bot_scores/``, the most likely bots and a summary per window to the store."""
+        from logstream.ml.bots import client_features, score_features
+
+        assert self.bot_model is not None
+        complete = self._complete("bot_scores", F.col("start_ms"))
+        panes = finals.where(F.col("view").isin("clients", "client_pages") & complete)
+        scored = score_features(
+            self.bot_model.model, client_features(panes), self.bot_model.info.version
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            publish_batch(scored, self.output_dir / "bot_scores", write.batch_id)
+            bots = F.col("is_bot") == 1
+            summary = scored.groupBy("window_start", "window_end").agg(
+                F.count("*").alias("clients"),
+                F.count_if(bots).alias("bots"),
+                F.sum(F.when(bots, F.col("requests")).otherwise(0)).alias("bot_requests"),
+                F.sum("requests").alias("requests"),
+            )
+            write.bot_windows = [
+                (
+                    r["ws"],
+                    r["we"],
+                    r["clients"],
+                    r["bots"],
+                    int(r["bot_requests"]),
+                    int(r["requests"]),
+                )
+                for r in summary.select(
+                    iso("window_start").alias("ws"), iso("window_end").alias("we"), "*"
+                ).collect()  # a row per client window: bounded by the micro-batch's event time
+            ]
+            top = (
+                scored.where(bots)
+                .orderBy(F.col("bot_probability").desc(), "window_start", "client_host")
+                .limit(BOTS_PER_BATCH)
+                .select(
+                    iso("window_start"),
+                    iso("window_end"),
+                    "client_host",
+                    "requests",
+                    "bot_probability",
+                    "distinct_pages",
+                    "error_ratio",
+                    "static_share",
+                    "robots",
+                    "model_version",
+                )
+            )
+            write.bots = [tuple(r) for r in top.collect()]
+        finally:
+            scored.unpersist()
 
     def _live_views(
         self,

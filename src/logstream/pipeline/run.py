@@ -50,6 +50,7 @@ from logstream.pipeline.ingest import (
     INGEST_QUERY,
     STATE_PARTS,
     AnalyticsSettings,
+    BotScorer,
     IngestStage,
     IngestTotals,
 )
@@ -198,6 +199,7 @@ class Pipeline:
             strict=cfg.strict,
             stateful_input=cfg.dedup,
             reference=ReferenceTables(cfg.reference, snapshot_dir=cfg.state_dir / "reference"),
+            bot_model=self._bot_model(),
         )
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)
@@ -208,6 +210,15 @@ class Pipeline:
         return self.ingest.totals
 
     # -- building blocks -------------------------------------------------------------------
+
+    def _bot_model(self) -> BotScorer | None:
+        """The bot model of ``bot_scores`` (checked when the options were read)."""
+        if "bot_scores" not in self.outputs or self.cfg.bot_model is None:
+            return None
+        from logstream.ml.bots import KIND
+        from logstream.ml.model import load_model
+
+        return BotScorer(*load_model(self.cfg.bot_model, KIND))
 
     def _trigger(self, writer: Any) -> Any:
         if self.cfg.trigger == "available-now":

@@ -47,6 +47,12 @@ direction)``: the latest :data:`ALERTS_KEPT` anomaly alerts
 kept for the retention like ``trending_pages`` (the Parquet outputs keep every window).
 ``pipeline_state.reference_versions`` holds the table versions (SHA-256) of the newest
 micro-batch.
+``bot_scores(seq, batch_id, window_start, window_end, client_host, requests, bot_probability,
+distinct_pages, error_ratio, static_share, robots, model_version)``: the client windows a
+bot model flagged (at most :data:`BOTS_PER_BATCH` per micro-batch, most likely first; the
+latest :data:`BOTS_KEPT`; the ``bot_scores`` Parquet output has every client window)
+``bot_windows(window_start, window_end, clients, bots, bot_requests, requests)``: per final
+client window, the clients scored and those flagged as bots, with their requests
 
 Sessions and alerts are committed with the ingest micro-batch that closed or raised them.
 """
@@ -62,7 +68,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ALERTS_KEPT", "EXAMPLES_KEPT", "SESSIONS_KEPT", "IngestBatchWrite", "ServingStore"]
+__all__ = [
+    "ALERTS_KEPT",
+    "BOTS_KEPT",
+    "BOTS_PER_BATCH",
+    "EXAMPLES_KEPT",
+    "SESSIONS_KEPT",
+    "IngestBatchWrite",
+    "ServingStore",
+]
 
 #: Latest late events and quarantined lines kept as examples.
 EXAMPLES_KEPT = 20
@@ -70,6 +84,9 @@ EXAMPLES_KEPT = 20
 SESSIONS_KEPT = 500
 #: Latest anomaly alerts kept in the store.
 ALERTS_KEPT = 500
+#: Latest bot scores kept in the store, and the most likely bots a micro-batch adds.
+BOTS_KEPT = 500
+BOTS_PER_BATCH = 50
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -124,6 +141,14 @@ CREATE TABLE IF NOT EXISTS alerts (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, batch_id INTEGER, series TEXT, metric TEXT,
     window_start TEXT, window_end TEXT, value REAL, mean REAL, std REAL, z REAL,
     direction TEXT);
+CREATE TABLE IF NOT EXISTS bot_scores (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, batch_id INTEGER, window_start TEXT,
+    window_end TEXT, client_host TEXT, requests INTEGER, bot_probability REAL,
+    distinct_pages REAL, error_ratio REAL, static_share REAL, robots REAL,
+    model_version TEXT);
+CREATE TABLE IF NOT EXISTS bot_windows (
+    window_start TEXT PRIMARY KEY, window_end TEXT NOT NULL, clients INTEGER NOT NULL,
+    bots INTEGER NOT NULL, bot_requests INTEGER NOT NULL, requests INTEGER NOT NULL);
 """
 
 _TRAFFIC_COLS = (
@@ -156,6 +181,13 @@ class IngestBatchWrite:
     sessions: list[tuple[Any, ...]] = field(default_factory=list)  # latest closed, oldest first
     session_stats: list[tuple[Any, ...]] = field(default_factory=list)  # merged, replace
     alerts: list[tuple[Any, ...]] = field(default_factory=list)  # series … direction
+    #: the most likely bots of the client windows final in this batch: (window_start,
+    #: window_end, client_host, requests, bot_probability, distinct_pages, error_ratio,
+    #: static_share, robots, model_version), most likely first
+    bots: list[tuple[Any, ...]] = field(default_factory=list)
+    #: per final client window: (window_start, window_end, clients, bots, bot_requests,
+    #: requests)
+    bot_windows: list[tuple[Any, ...]] = field(default_factory=list)
     #: merged traffic of the dimension views: (dimension, key, *_TRAFFIC_COLS)
     dimensions: list[tuple[Any, ...]] = field(default_factory=list)
     reference_versions: dict[str, str] | None = None  #: {table kind: SHA-256} of the batch
@@ -342,6 +374,19 @@ class ServingStore:
                 "direction",
                 [(write.batch_id, *row) for row in write.alerts],
                 ALERTS_KEPT,
+            )
+            _keep_latest(
+                conn,
+                "bot_scores",
+                "batch_id, window_start, window_end, client_host, requests, bot_probability, "
+                "distinct_pages, error_ratio, static_share, robots, model_version",
+                [(write.batch_id, *row) for row in write.bots],
+                BOTS_KEPT,
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO bot_windows(window_start, window_end, clients, bots, "
+                "bot_requests, requests) VALUES (?, ?, ?, ?, ?, ?)",
+                write.bot_windows,
             )
             if write.max_event_time_ms is not None:
                 conn.execute(
