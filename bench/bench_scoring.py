@@ -1,0 +1,186 @@
+"""Cost of scoring models on the streams (#15): one function per part, each returning a dict.
+
+* :func:`bench_occupancy_training`: ``logstream model train occupancy`` as a user runs it
+  (default features and folds, the three candidates, JVM start included).
+* :func:`bench_occupancy_scoring`: batch ``score_readings`` (``PipelineModel.transform``) on
+  the three UCI files' parsed readings replicated to about a million rows, cached, in a warm
+  session (the ``noop`` sink computes every row): readings per second.
+* :func:`bench_device_pipeline`: ``start_device_queries`` available-now on the three files,
+  wall seconds until every query ends, without and with ``--model``.
+
+Results go to stdout and bench/results/scoring.json (the parts given with ``--parts``
+replace theirs; the others are kept, so a later part, bots, can add its own).
+
+Usage: python bench/bench_scoring.py [--parts training,scoring,pipeline] [--rows 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+RESULTS = REPO / "bench" / "results"
+DATA = Path(os.environ.get("LOGSTREAM_DATA_DIR", REPO.parent / "shared" / "data"))
+FILES = ("occupancy_datatest", "occupancy_datatraining", "occupancy_datatest2")  # time order
+
+
+def machine() -> str:
+    load = os.getloadavg()[0]
+    return (
+        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+        f"load average {load:.1f} at the start"
+    )
+
+
+def bench_occupancy_training(model_dir: Path) -> dict[str, Any]:
+    """Train the default occupancy model with the CLI into ``model_dir``."""
+    logstream = Path(sys.executable).with_name("logstream")
+    cmd = [
+        str(logstream),
+        "model",
+        "train",
+        "occupancy",
+        "--train",
+        str(DATA / "occupancy_datatraining.txt.gz"),
+        "--out",
+        str(model_dir),
+        "--overwrite",
+        "--version",
+        "bench",
+        "--master",
+        "local[2]",
+    ]
+    for name in ("occupancy_datatest", "occupancy_datatest2"):
+        cmd += ["--test", str(DATA / f"{name}.txt.gz")]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    seconds = time.perf_counter() - t0
+    info = json.loads((model_dir / "logstream-model.json").read_text())
+    return {
+        "command": " ".join(["logstream", *cmd[1:]]),
+        "cli_seconds": round(seconds, 2),
+        "classifier": info["classifier"],
+        "metrics": {k: round(v, 4) for k, v in info["metrics"].items()},
+    }
+
+
+def bench_occupancy_scoring(spark: Any, model_dir: Path, rows: int) -> dict[str, Any]:
+    """Warm batch scoring throughput on the replicated readings."""
+    from pyspark.sql import functions as F
+
+    from logstream.ml.model import load_model
+    from logstream.ml.occupancy import KIND, read_readings, score_readings
+
+    model, info = load_model(model_dir, KIND)
+    readings = read_readings(spark, [DATA / f"{n}.txt.gz" for n in FILES])
+    base = readings.count()
+    copies = max(1, round(rows / base))
+    replicated = (
+        readings.crossJoin(spark.range(copies).withColumnRenamed("id", "copy"))
+        .withColumn("device", F.concat_ws("-", "device", F.col("copy").cast("string")))
+        .drop("copy")
+        .repartition(4)
+        .cache()
+    )
+    n = replicated.count()
+    scored = score_readings(model, replicated, info.version)
+    scored.write.format("noop").mode("overwrite").save()  # warm-up
+    runs = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        scored.write.format("noop").mode("overwrite").save()
+        runs.append(time.perf_counter() - t0)
+    replicated.unpersist()
+    best = min(runs)
+    return {
+        "model": f"{info.classifier} on {', '.join(info.features)}",
+        "rows": n,
+        "copies_of_the_three_files": copies,
+        "seconds_runs": [round(r, 3) for r in runs],
+        "readings_per_s_best": round(n / best),
+    }
+
+
+def _pipeline_seconds(spark: Any, tmp: Path, model: Path | None) -> float:
+    from logstream.devices import DeviceConfig, start_device_queries
+
+    landing = tmp / "in"
+    if not landing.is_dir():
+        landing.mkdir(parents=True)
+        for i, name in enumerate(FILES):
+            path = landing / f"{name}.txt.gz"
+            shutil.copyfile(DATA / f"{name}.txt.gz", path)
+            os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    run = tmp / ("with-model" if model else "without-model")
+    shutil.rmtree(run, ignore_errors=True)
+    cfg = DeviceConfig.build(
+        input=str(landing), output_dir=run / "out", state_dir=run / "state", model=model
+    )
+    t0 = time.perf_counter()
+    queries = start_device_queries(spark, cfg)
+    for q in queries:
+        q.awaitTermination()
+        if q.exception() is not None:
+            raise RuntimeError(f"{q.name}: {q.exception()}")
+    return time.perf_counter() - t0
+
+
+def bench_device_pipeline(spark: Any, model_dir: Path, tmp: Path) -> dict[str, Any]:
+    """The device pipeline on the three files, available-now, without and with the model."""
+    _pipeline_seconds(spark, tmp, None)  # warm-up: Python workers, code generation
+    without = _pipeline_seconds(spark, tmp, None)
+    with_model = _pipeline_seconds(spark, tmp, model_dir)
+    return {
+        "input": "the three UCI occupancy files (20,560 readings), one trigger, available-now",
+        "queries_without_model": 5,
+        "queries_with_model": 6,
+        "seconds_without_model": round(without, 2),
+        "seconds_with_model": round(with_model, 2),
+        "extra_seconds_with_model": round(with_model - without, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--parts", default="training,scoring,pipeline")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "scoring.json"
+    results: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
+    results["machine"] = machine()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
+    model_dir = tmp / "occupancy-model"
+    try:
+        training = bench_occupancy_training(model_dir)
+        if "training" in parts:
+            results["occupancy_training"] = training
+        from logstream.config import SparkSettings
+        from logstream.session import get_spark
+
+        spark = get_spark(SparkSettings(master="local[2]", ui_enabled=False))
+        if "scoring" in parts:
+            results["occupancy_scoring"] = bench_occupancy_scoring(spark, model_dir, args.rows)
+        if "pipeline" in parts:
+            results["device_pipeline"] = bench_device_pipeline(spark, model_dir, tmp)
+        spark.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
