@@ -16,6 +16,9 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    difference with ``backfill_full``;
    ``backfill_reference``: ``backfill_full`` plus ``--reference`` sections and networks tables
    (``examples/reference/``): every reference join and all three reference outputs;
+   ``backfill_bots``: ``backfill_full`` plus ``--bot-model`` (a bot model trained before the
+   timing, untimed, on the real elastic Combined sample: ``logstream model train bots``), so
+   every final client window is also scored (the cost of ``bot_scores``);
 5. ``live`` (unless ``--skip-live``): ``logstream run --trigger "2 seconds"`` while chunk files
    land in its input directory at ``--live-rate`` lines/s for ``--live-seconds``; the latency
    of a chunk is the time from its rename into the directory to the moment the serving store's
@@ -27,7 +30,10 @@ Ratios are GoAccess's wall time over logstream's (> 1: logstream is faster). Wri
 Usage::
 
     python bench/bench_vs_goaccess.py [--days 31] [--files-per-trigger 31] [--skip-live]
-        [--live-rate 10000] [--live-seconds 120]
+        [--live-rate 10000] [--live-seconds 120] [--rows batch,backfill_full,...]
+        [--bot-model DIR]
+
+``--rows`` runs only the rows named (GoAccess always runs: every ratio is of one run).
 """
 
 from __future__ import annotations
@@ -121,6 +127,27 @@ REFERENCE_ARGS = (
     "--reference",
     f"networks={EXAMPLES / 'networks-crawlers.csv'}",
 )
+
+
+#: The rows of the report after ``goaccess``, in the order they run.
+ROWS = (
+    "batch",
+    "backfill_full",
+    "backfill_ingest",
+    "backfill_no_reference",
+    "backfill_reference",
+    "backfill_bots",
+)
+ELASTIC = "elastic_apache_logs_combined_2015.log.gz"
+
+
+def train_bot_model(out: Path) -> Path:
+    """A bots model trained (untimed) on the real elastic sample in ``$LOGSTREAM_DATA_DIR``."""
+    data = Path(os.environ.get("LOGSTREAM_DATA_DIR", Path(__file__).parents[2] / "shared/data"))
+    if not (data / ELASTIC).is_file():
+        raise SystemExit(f"{data / ELASTIC} is missing: set LOGSTREAM_DATA_DIR")
+    timed([*LOGSTREAM, "model", "train", "bots", "--input", str(data / ELASTIC), "--out", str(out)])
+    return out
 
 
 def backfill(files: list[Path], per_trigger: int, queries: str, *extra: str) -> float:
@@ -247,7 +274,13 @@ def main() -> None:
     parser.add_argument("--live-rate", type=int, default=10_000)
     parser.add_argument("--live-seconds", type=int, default=120)
     parser.add_argument("--out", type=Path, default=RESULTS / "vs-goaccess.json")
+    parser.add_argument("--rows", default=",".join(ROWS), help="rows to run, comma-separated")
+    parser.add_argument("--bot-model", type=Path, help="a bots model (default: train one)")
     args = parser.parse_args()
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = set(rows) - set(ROWS)
+    if unknown:
+        raise SystemExit(f"unknown rows {sorted(unknown)}: choose from {', '.join(ROWS)}")
     files = build_july(DEFAULT_OUT, args.days)
     lines = 35272 * len(files)
     goaccess = ensure_goaccess()
@@ -260,11 +293,20 @@ def main() -> None:
     )
     report_json = str(tmp / "r.json")
     batch_cmd = [*LOGSTREAM, "batch", str(files[0].parent), "--format", "common"]
-    figures["batch"] = timed([*batch_cmd, "--quiet", "--json", report_json])
-    figures["backfill_full"] = backfill(files, args.files_per_trigger, "all")
-    figures["backfill_ingest"] = backfill(files, args.files_per_trigger, "none")
-    figures["backfill_no_reference"] = backfill(files, args.files_per_trigger, NO_REFERENCE)
-    figures["backfill_reference"] = backfill(files, args.files_per_trigger, "all", *REFERENCE_ARGS)
+    per = args.files_per_trigger
+    if "batch" in rows:
+        figures["batch"] = timed([*batch_cmd, "--quiet", "--json", report_json])
+    if "backfill_full" in rows:
+        figures["backfill_full"] = backfill(files, per, "all")
+    if "backfill_ingest" in rows:
+        figures["backfill_ingest"] = backfill(files, per, "none")
+    if "backfill_no_reference" in rows:
+        figures["backfill_no_reference"] = backfill(files, per, NO_REFERENCE)
+    if "backfill_reference" in rows:
+        figures["backfill_reference"] = backfill(files, per, "all", *REFERENCE_ARGS)
+    if "backfill_bots" in rows:
+        model = args.bot_model or train_bot_model(tmp / "bots")
+        figures["backfill_bots"] = backfill(files, per, "all", "--bot-model", str(model))
     shutil.rmtree(tmp, ignore_errors=True)
     report = {
         "input": f"NASA day x{len(files)} (bench/build_july.py), {lines:,} lines",

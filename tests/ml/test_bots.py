@@ -194,3 +194,16 @@ def test_a_model_that_does_not_fit_is_refused_at_start(model, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main([*base, "--queries", "bot_scores"]) == 2
     assert "--bot-model" in capsys.readouterr().err
+
+
+def test_the_dashboard_shows_the_verdicts(streamed):
+    from logstream.dashboard.data import Filters, read_snapshot
+    from logstream.dashboard.layout import bots_panel
+
+    store = ServingStore(streamed.cfg.store_path, read_only=True)
+    totals = store.query("SELECT SUM(clients) AS c, SUM(bots) AS b FROM bot_windows")[0]
+    snap = read_snapshot(streamed.cfg.store_path, Filters(time_range="all"))
+    assert (snap.bots.clients, snap.bots.bots) == (totals["c"], totals["b"])
+    text = str(bots_panel(snap))
+    assert f"{totals['b']:,} of {totals['c']:,} client windows flagged" in text
+    assert "model test-1" in text and "bots-table" in text

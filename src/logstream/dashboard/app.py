@@ -53,6 +53,7 @@ from logstream.dashboard.layout import (
     INDEX_HTML,
     alerts_panel,
     banner,
+    bots_panel,
     build_layout,
     examples_tables,
     health_table,
@@ -146,6 +147,7 @@ _OUTPUTS = (
     ("graph-sections", "figure"),
     ("graph-agents", "figure"),
     ("reference", "children"),
+    ("bots", "children"),
     ("section-filter", "options"),
     ("agent-filter", "options"),
 )
@@ -256,6 +258,7 @@ def render(snap: Snapshot) -> tuple[Any, ...]:
         dimension_figure(snap, "sections"),
         dimension_figure(snap, "agents"),
         reference_panel(snap),
+        bots_panel(snap),
         _options(snap.sections),
         _options(snap.agents),
     )

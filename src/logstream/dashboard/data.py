@@ -380,6 +380,34 @@ class Alerts:
 
 
 @dataclass
+class BotScore:
+    """A client window a bot model flagged (a row of ``bot_scores``)."""
+
+    window_start: str
+    window_end: str
+    client_host: str
+    requests: int
+    bot_probability: float  #: P(bot), 0–1
+    distinct_pages: float
+    error_ratio: float  #: 0–1
+    static_share: float  #: 0–1
+    robots: float  #: 1 when robots.txt was fetched
+    model_version: str
+
+
+@dataclass
+class Bots:
+    """The bot model's verdicts: the newest flagged client windows and the range's totals."""
+
+    latest: list[BotScore] = field(default_factory=list)  #: newest window, likeliest first
+    windows: int = 0  #: final client windows scored in the range
+    clients: int = 0  #: client windows scored
+    bots: int = 0  #: client windows flagged
+    bot_requests: int = 0
+    requests: int = 0
+
+
+@dataclass
 class SessionWindow:
     """Statistics of the sessions that started in one window (a row of ``session_stats``)."""
 
@@ -487,6 +515,7 @@ class Snapshot:
     late_examples: list[dict[str, Any]] = field(default_factory=list)
     quarantine_examples: list[dict[str, Any]] = field(default_factory=list)
     alerts: Alerts | None = None
+    bots: Bots | None = None
     sessions: Sessions | None = None
     top_clients: TopClients | None = None
     sections: DimensionTraffic | None = None
@@ -708,6 +737,7 @@ def _read(
     snap.health = _section(notes, "progress", lambda: _health(conn, last, state), None)
     snap.late_examples, snap.quarantine_examples = _examples(conn, notes)
     snap.alerts = _section(notes, "alerts", lambda: _alerts(conn, snap.range_start), None)
+    snap.bots = _section(notes, "bot_scores", lambda: _bots(conn, snap.range_start), None)
     snap.top_clients = _section(
         notes, "top_clients", lambda: _top_clients(conn, state, watermark_s, top), None
     )
@@ -1022,6 +1052,27 @@ def _alerts(conn: sqlite3.Connection, range_start: str | None) -> Alerts:
         kept=int(kept),
         site_requests=[Alert(*r) for r in marks],
     )
+
+
+#: Flagged client windows listed.
+BOTS_SHOWN = 15
+
+
+def _bots(conn: sqlite3.Connection, range_start: str | None) -> Bots:
+    """The newest flagged client windows and the totals of the range (``bot_scores`` holds
+    at most 500 rows, ``bot_windows`` a row per client window)."""
+    latest = conn.execute(
+        "SELECT window_start, window_end, client_host, requests, bot_probability, "
+        "distinct_pages, error_ratio, static_share, robots, model_version FROM bot_scores "
+        f"ORDER BY window_start DESC, bot_probability DESC LIMIT {BOTS_SHOWN}"
+    ).fetchall()
+    since, params = ("", ()) if range_start is None else ("WHERE window_start >= ?", (range_start,))
+    totals = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(clients), 0), COALESCE(SUM(bots), 0), "
+        f"COALESCE(SUM(bot_requests), 0), COALESCE(SUM(requests), 0) FROM bot_windows {since}",
+        params,
+    ).fetchone()
+    return Bots([BotScore(*r) for r in latest], *(int(v) for v in totals))
 
 
 def _top_clients(

@@ -6,6 +6,8 @@ Element ids (stable, used by the browser test):
 ``kpis``              counter cards (``kpi-<name>`` each, value in ``.value``)
 ``trending``          trending-pages table (``trending-table``) and its window (``trending-window``)
 ``alerts``            latest anomaly alerts (``alerts-table``; ``alerts-empty`` when none)
+``bots``              the bot model's verdicts (``bots-summary``, ``bots-table``;
+                      ``bots-empty``)
 ``top-clients``       heavy hitters of the latest clients window (``clients-window``,
                       ``clients-requests-table``, ``clients-bytes-table``; ``clients-empty``)
 ``sessions``          session summary (``sessions-summary``) and the longest kept sessions
@@ -43,6 +45,7 @@ __all__ = [
     "INDEX_HTML",
     "alerts_panel",
     "banner",
+    "bots_panel",
     "build_layout",
     "examples_tables",
     "health_table",
@@ -278,6 +281,7 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                     _row("graph-visitors", "graph-health"),
                     _row("graph-sessions", "sessions"),
                     _row("graph-sections", "graph-agents"),
+                    html.Div(html.Div(id="bots", className="panel"), className="grid1"),
                     html.Div(html.Div(id="reference", className="panel"), className="grid1"),
                     _row("late", "quarantine"),
                     html.Div(html.Div(id="health", className="panel"), className="grid1"),
@@ -567,6 +571,61 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
     headings = ["minute (UTC)", "series", "metric", "", "value", "mean ± std", "z"]
     table = _table("alerts-table", headings, rows)
     return [heading, hint, html.Div(table, className="scroll")]
+
+
+def bots_panel(snap: Snapshot) -> list[Any]:
+    """The bot model's verdicts: the share of client windows and requests flagged in the
+    range, and the newest flagged client windows with their features."""
+    b = snap.bots
+    version = b.latest[0].model_version if b and b.latest else None
+    heading = html.H2(f"Bots (model {version})" if version else "Bots")
+    hint = html.Div(
+        "Each final client window scored by the bot model (logstream run --bot-model): "
+        "request rate, distinct pages, error ratio, bytes, static share, inter-arrival time "
+        "and robots.txt, never the user agent.",
+        className="hint",
+    )
+    if snap.state != "ok" or b is None or not b.clients:
+        what = "No client window scored yet." if snap.state == "ok" else "No data yet."
+        if snap.state == "ok" and snap.query_off("bot_scores"):
+            what = QUERY_OFF.format(query="bot_scores") + " (it needs --bot-model DIR)"
+        return [heading, hint, html.Div(what, className="empty", id="bots-empty")]
+    summary = html.P(
+        f"{b.bots:,} of {b.clients:,} client windows flagged ({_share(b.bots, b.clients)}), "
+        f"{_share(b.bot_requests, b.requests)} of their requests, in {b.windows:,} windows.",
+        id="bots-summary",
+    )
+    rows = [
+        html.Tr(
+            [
+                html.Td(
+                    plot_time(r.window_start),
+                    title=f"{r.window_start} – {r.window_end}",
+                    className="time",
+                ),
+                html.Td(r.client_host, className="url"),
+                html.Td(f"{r.requests:,}", className="n"),
+                html.Td(f"{r.bot_probability:.2f}", className="n"),
+                html.Td(f"{r.distinct_pages:,.0f}", className="n"),
+                html.Td(f"{100 * r.error_ratio:.0f} %", className="n"),
+                html.Td(f"{100 * r.static_share:.0f} %", className="n"),
+                html.Td("yes" if r.robots else "", className="n"),
+            ]
+        )
+        for r in b.latest
+    ]
+    headings = [
+        "window (UTC)",
+        "client",
+        "requests",
+        "P(bot)",
+        "pages",
+        "errors",
+        "static",
+        "robots.txt",
+    ]
+    table = _table("bots-table", headings, rows)
+    return [heading, hint, summary, html.Div(table, className="scroll")]
 
 
 def _share(part: int, total: int) -> str:
