@@ -28,6 +28,22 @@ COVERED_ELSEWHERE = {
         "tests/dstream/test_wordcount.py (the replay server feeds a DStream receiver)"
     ),
 }
+#: Commands with these options or prefixes train or use a model (a minute or more to train
+#: with the defaults), run from the CLI by the model tests with the same options.
+COVERED_BY_MODEL_TESTS = {
+    "logstream model ": "tests/ml/ (train, evaluate and show from the CLI)",
+    "--bot-model": "tests/ml/test_bots.py (logstream run --bot-model, stream = batch)",
+    " --model ": "tests/ml/test_occupancy.py (logstream devices run --model, stream = batch)",
+}
+
+
+def covered_elsewhere(cmd: str) -> bool:
+    """A command another test runs (:data:`COVERED_ELSEWHERE`, model commands)."""
+    if any(cmd.startswith(k) for k in COVERED_ELSEWHERE):
+        return True
+    return cmd.startswith("logstream model ") or any(
+        k in cmd for k in COVERED_BY_MODEL_TESTS if k.startswith((" ", "-"))
+    )
 
 
 def code_blocks(lang: str) -> list[str]:
@@ -54,11 +70,7 @@ def test_every_readme_command_has_a_runner():
     cmds = commands()
     assert any(c.startswith("logstream batch") for c in cmds)
     for c in cmds:
-        known = (
-            c.startswith("logstream ")
-            or c == "make package"
-            or any(c.startswith(k) for k in COVERED_ELSEWHERE)
-        )
+        known = c.startswith("logstream ") or c == "make package" or covered_elsewhere(c)
         assert known, f"README command without a test: {c}"
 
 
@@ -74,7 +86,7 @@ def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LOGSTREAM_DATA_DIR", str(DATA_DIR))
     ran = []
     for cmd in commands():
-        if any(cmd.startswith(k) for k in COVERED_ELSEWHERE):
+        if covered_elsewhere(cmd):
             continue
         if cmd == "make package":
             done = subprocess.run(["make", "-s", "package"], cwd=REPO, capture_output=True)
@@ -118,9 +130,7 @@ def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
     ).exists()
     assert (tmp_path / "out" / "synthetic.log").read_text().count("\n") == 5000
     assert len(list((tmp_path / "out" / "stream" / "events").glob("batch_id=*"))) >= 1
-    assert len(ran) == len(
-        [c for c in commands() if not any(c.startswith(k) for k in COVERED_ELSEWHERE)]
-    )
+    assert len(ran) == len([c for c in commands() if not covered_elsewhere(c)])
 
     # the Python example, on the outputs the commands above wrote
     (python_block,) = [b for b in code_blocks("python") if "spark.read.parquet" in b]
