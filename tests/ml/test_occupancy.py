@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from logstream.cli import main
-from logstream.devices import DeviceConfig, check_device_model, start_device_queries
+from logstream.devices import DeviceConfig, check_device_model
 from logstream.errors import ConfigError
 from logstream.ml.model import META_FILE, load_model
 from logstream.ml.occupancy import KIND, read_readings, score_readings
@@ -78,7 +78,7 @@ def test_evaluate_and_show(model_dir, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def streamed(spark, model_dir, tmp_path_factory):
-    """The device pipeline with ``--model`` over the three real files, one per micro-batch."""
+    """``logstream devices run --model`` over the three real files, one per micro-batch."""
     tmp = tmp_path_factory.mktemp("scored")
     landing = tmp / "in"
     landing.mkdir()
@@ -93,9 +93,9 @@ def streamed(spark, model_dir, tmp_path_factory):
         max_files_per_trigger=1,
         model=model_dir,
     )
-    for q in start_device_queries(spark, cfg):
-        q.awaitTermination()
-        assert q.exception() is None
+    args = ["devices", "run", "--input", str(landing), "--output-dir", str(cfg.output_dir)]
+    args += ["--state-dir", str(cfg.state_dir), "--max-files-per-trigger", "1"]
+    assert main([*args, "--model", str(model_dir)]) == 0  # 2 if a query failed
     model, info = load_model(model_dir, KIND)
     batch = score_readings(model, read_readings(spark, sorted(landing.iterdir())), info.version)
     return {
