@@ -78,4 +78,4 @@ def show(model: Annotated[Path, typer.Argument(help="A model directory.")]) -> N
         raise InputPathError(
             f"model {str(model)!r} has no {META_FILE}: is it a logstream model directory?"
         )
-    typer.echo(json.dumps(json.loads(meta.read_text()), indent=2, sort_keys=True))
+    typer.echo(json.dumps(json.loads(meta.read_text()), indent=2))

@@ -90,11 +90,13 @@ def train_bots(
     """
     from logstream.config import SparkSettings
     from logstream.ml.bots import train_bots as train
+    from logstream.ml.model import check_version
     from logstream.session import get_spark
     from logstream.sources import expand_inputs
 
     candidates = _candidates(classifiers)
     window_ms = _window_ms(clients_window)
+    version = check_version(version)
     expand_inputs(inputs)  # a missing path stops before the JVM starts
     spark = get_spark(SparkSettings.build(master=master))
     result = train(

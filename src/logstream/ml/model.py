@@ -41,6 +41,8 @@ __all__ = [
     "Fitted",
     "ModelInfo",
     "binary_metrics",
+    "check_version",
+    "default_version",
     "fit_classifier",
     "load_model",
     "read_model_info",
@@ -195,10 +197,7 @@ def save_model(model: PipelineModel, path: Path, info: ModelInfo, overwrite: boo
         When ``path`` exists and ``overwrite`` is false, or the version is not 1–64 letters,
         digits, ``.``, ``_`` or ``-``.
     """
-    if not _VERSION.match(info.version):
-        raise ConfigError(
-            f"model version {info.version!r}: use 1-64 letters, digits, '.', '_' or '-'"
-        )
+    check_version(info.version)
     if path.exists():
         if not overwrite:
             raise ConfigError(
@@ -213,6 +212,20 @@ def save_model(model: PipelineModel, path: Path, info: ModelInfo, overwrite: boo
 def default_version() -> str:
     """A version from the UTC time: ``20261124T183000Z``."""
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def check_version(version: str | None) -> str:
+    """The version to write (default: :func:`default_version`), checked before training.
+
+    Raises
+    ------
+    ConfigError
+        When it is not 1–64 letters, digits, ``.``, ``_`` or ``-``.
+    """
+    version = version or default_version()
+    if not _VERSION.match(version):
+        raise ConfigError(f"--version {version!r}: use 1-64 letters, digits, '.', '_' or '-'")
+    return version
 
 
 @dataclass(frozen=True)

@@ -33,11 +33,10 @@ from typing import TYPE_CHECKING, Literal
 from logstream.devices.readings import METRICS, READING_SCHEMA, parse_readings
 from logstream.errors import ConfigError, InputPathError
 from logstream.ml.model import (
-    _VERSION,
     CLASSIFIERS,
     ModelInfo,
     binary_metrics,
-    default_version,
+    check_version,
     fit_classifier,
 )
 
@@ -297,17 +296,3 @@ def check_classifiers(candidates: Sequence[str], folds: int) -> tuple[str, ...]:
     if folds < 2:
         raise ConfigError(f"--folds {folds}: cross-validation needs at least 2 folds")
     return out
-
-
-def check_version(version: str | None) -> str:
-    """The version to write (default: the UTC time), checked before training.
-
-    Raises
-    ------
-    ConfigError
-        When it is not 1–64 letters, digits, ``.``, ``_`` or ``-``.
-    """
-    version = version or default_version()
-    if not _VERSION.match(version):
-        raise ConfigError(f"--version {version!r}: use 1-64 letters, digits, '.', '_' or '-'")
-    return version
