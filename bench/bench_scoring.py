@@ -7,11 +7,17 @@
   session (the ``noop`` sink computes every row): readings per second.
 * :func:`bench_device_pipeline`: ``start_device_queries`` available-now on the three files,
   wall seconds until every query ends, without and with ``--model``.
+* :func:`bench_bot_scoring`: batch ``score_features`` with a bot model (``--bot-model``, or
+  one trained on the real elastic sample, untimed) on the client windows of the 31-day NASA
+  input (``bench/build_july.py``), cached, in a warm session: client windows per second. The
+  bot model's cost inside the streaming pipeline is ``backfill_bots`` against
+  ``backfill_full`` of ``bench/bench_vs_goaccess.py``.
 
 Results go to stdout and bench/results/scoring.json (the parts given with ``--parts``
 replace theirs; the others are kept, so a later part, bots, can add its own).
 
-Usage: python bench/bench_scoring.py [--parts training,scoring,pipeline] [--rows 1000000]
+Usage: python bench/bench_scoring.py [--parts training,scoring,pipeline,bots] [--rows 1000000]
+    [--bot-model DIR]
 """
 
 from __future__ import annotations
@@ -151,10 +157,49 @@ def bench_device_pipeline(spark: Any, model_dir: Path, tmp: Path) -> dict[str, A
     }
 
 
+def bench_bot_scoring(spark: Any, model_dir: Path | None, tmp: Path) -> dict[str, Any]:
+    """Client windows scored per second by a bot model, warm, on the 31-day NASA input."""
+    from bench.build_july import DEFAULT_OUT, build_july
+    from logstream.analytics.panes import fold_panes
+    from logstream.ml.bots import bot_pane_spec, client_features, score_features
+    from logstream.ml.model import load_model
+    from logstream.parsing import events, parse, resolve_format
+    from logstream.sources import read_lines
+
+    if model_dir is None:
+        model_dir = tmp / "bots-model"
+        logstream = Path(sys.executable).with_name("logstream")
+        subprocess.run(
+            [str(logstream), "model", "train", "bots", "--input",
+             str(DATA / "elastic_apache_logs_combined_2015.log.gz"), "--out", str(model_dir),
+             "--classifiers", "random_forest", "--version", "bench"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    model, info = load_model(model_dir, "bots")
+    files = build_july(DEFAULT_OUT, 31)
+    ev = events(parse(read_lines(spark, [str(f) for f in files]), resolve_format("common", None)))
+    windows = client_features(fold_panes(None, ev, bot_pane_spec())).cache()
+    n = windows.count()
+    scored = score_features(model, windows, info.version)
+    scored.write.format("noop").mode("overwrite").save()  # warm-up
+    t0 = time.perf_counter()
+    scored.write.format("noop").mode("overwrite").save()
+    seconds = time.perf_counter() - t0
+    windows.unpersist()
+    return {
+        "input": "client windows (5 min) of the NASA day replicated over July, cached",
+        "model": f"{info.classifier} {info.version}",
+        "windows": n,
+        "seconds": round(seconds, 3),
+        "windows_per_s": round(n / seconds),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--parts", default="training,scoring,pipeline")
+    parser.add_argument("--parts", default="training,scoring,pipeline,bots")
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--bot-model", type=Path, help="a bots model (default: train one)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     RESULTS.mkdir(exist_ok=True)
@@ -164,7 +209,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
     model_dir = tmp / "occupancy-model"
     try:
-        training = bench_occupancy_training(model_dir)
+        occupancy = parts & {"training", "scoring", "pipeline"}
+        if occupancy:
+            training = bench_occupancy_training(model_dir)
         if "training" in parts:
             results["occupancy_training"] = training
         from logstream.config import SparkSettings
@@ -175,6 +222,8 @@ def main() -> None:
             results["occupancy_scoring"] = bench_occupancy_scoring(spark, model_dir, args.rows)
         if "pipeline" in parts:
             results["device_pipeline"] = bench_device_pipeline(spark, model_dir, tmp)
+        if "bots" in parts:
+            results["bot_scoring"] = bench_bot_scoring(spark, args.bot_model, tmp)
         spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

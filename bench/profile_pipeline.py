@@ -16,6 +16,7 @@ Usage::
 
     python bench/profile_pipeline.py --label before   # bench/results/profile-before.json
     python bench/profile_pipeline.py --days 10 --files-per-trigger 1 --label v2-fpt1
+    python bench/profile_pipeline.py --bot-model out/models/bots --label bots  # + bot_scores
 
 One run, 2 local cores (``local[2]``); the figures are for this machine.
 """
@@ -171,8 +172,10 @@ def main() -> None:
     parser.add_argument("--files-per-trigger", type=int, default=31)
     parser.add_argument("--queries", default="all")
     parser.add_argument("--label", default="run")
+    parser.add_argument("--bot-model", type=Path, help="score client windows with this model")
     args = parser.parse_args()
-    result = profile(args.days, args.files_per_trigger, args.queries, {})
+    extra = {"bot_model": str(args.bot_model)} if args.bot_model else {}
+    result = profile(args.days, args.files_per_trigger, args.queries, extra)
     out = RESULTS / f"profile-{args.label}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     summary = {k: result[k] for k in ("pipeline_wall_s", "events_per_s", "per_query_spark")}

@@ -24,8 +24,9 @@ view            key                 pane length            measures
 ``clients``     ``client_host``     ``clients_ms``         requests, bytes, errors, static
                                                            assets, robots.txt, first and last
                                                            event time (the bot features)
-``client_pages`` ``client_host``    ``clients_ms``         HLL sketch of the client's
-                                                           ``url_path`` (distinct pages)
+``client_pages`` ``client_host``,   ``clients_ms``         requests: one pane per client and
+                ``\n``, ``url_path``                        path, so the client's distinct
+                                                           pages are its panes (exact)
 ``sections``    ``section``         ``traffic_ms``         as ``traffic``
 ``agents``      ``agent_class``     ``traffic_ms``         as ``traffic``
 ``networks``    ``organisation``    ``traffic_ms``         as ``traffic``
@@ -53,6 +54,7 @@ from logstream.analytics.pages import ROBOTS_TXT, is_content_page, is_static_ass
 from logstream.analytics.traffic import ERROR_STATUS_MIN, STATUS_CLASSES
 
 __all__ = [
+    "CLIENT_PAGE_SEP",
     "DIMENSION_VIEWS",
     "MEASURES",
     "PANE_SCHEMA",
@@ -78,7 +80,9 @@ PANE_VIEWS = (
 )
 #: The sketch views: one HLL sketch per pane of ``item`` distinct values, keyed by ``key``
 #: (``None``: the whole site), in a small aggregation of their own.
-SKETCH_VIEWS = {"visitors": (None, "client_host"), "client_pages": ("client_host", "url_path")}
+SKETCH_VIEWS = {"visitors": (None, "client_host")}
+#: Separates client and path in a ``client_pages`` key (no field of a log line holds one).
+CLIENT_PAGE_SEP = "\n"
 #: The dimension views and the enrichment column that keys each.
 DIMENSION_VIEWS = {"sections": "section", "agents": "agent_class", "networks": "organisation"}
 
@@ -166,10 +170,12 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
         :data:`PANE_SCHEMA` plus ``touched`` (boolean: the pane has events of ``events``), one
         row per ``(view, key, start_ms)`` of the views of ``spec`` found in either input;
         ``start_ms``/``end_ms`` are epoch milliseconds (end exclusive), measures are counts and
-        bytes, ``first_ms``/``last_ms`` the first and last event time in the pane (epoch ms),
-        ``sketch`` the HLL sketch (``hll_sketch_agg``, lgConfigK 12) of a sketch view
-        (:data:`SKETCH_VIEWS`: visitors, client pages), null for the others; a sketch view
-        has only its sketch and times (its measures are 0).
+        bytes, ``sketch`` the HLL sketch (``hll_sketch_agg``, lgConfigK 12) of a sketch view
+        (:data:`SKETCH_VIEWS`: visitors), null for the others; a sketch view
+        has only its sketch (its measures are 0, its times null). ``static_requests``,
+        ``robots_requests`` and ``first_ms``/``last_ms`` (the first and last event time in
+        the pane, epoch ms) are computed only when ``spec`` has the ``client_pages`` view
+        (the bot features); otherwise they are 0 and null, at no cost to the aggregation.
 
     Raises
     ------
@@ -251,6 +257,8 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
             key = F.col("url_path")
         elif view == "clients":
             key = F.col("client_host")
+        elif view == "client_pages":
+            key = F.concat_ws(CLIENT_PAGE_SEP, "client_host", "url_path")
         elif view in DIMENSION_VIEWS:
             key = F.coalesce(F.col(DIMENSION_VIEWS[view]), F.lit("unknown"))
         start = _start(t_ms, spec.length_ms(view))
@@ -260,7 +268,11 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
             start.alias("start_ms"),
             (start + F.lit(spec.length_ms(view))).alias("end_ms"),
         )
-        rows.append(F.when(is_content_page(), row) if view == "pages" else row)
+        if view == "pages":
+            row = F.when(is_content_page(), row)
+        elif view == "client_pages":  # a request without a path is no page
+            row = F.when(F.col("url_path").isNotNull(), row)
+        rows.append(row)
     status = F.col("status")
     one = F.lit(1).cast("bigint")
     zero = F.lit(0).cast("bigint")
@@ -268,14 +280,17 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
     def flag(condition: Column) -> Column:
         return F.when(condition, one).otherwise(zero)
 
-    # the per-event flags once per event, before the explode into one row per view
+    # the bot features' measures only when they are computed (the client_pages view): the
+    # others get constants; the per-event flags once per event, before the explode
+    detail = "client_pages" in spec.views
+    no_time = F.lit(None).cast("bigint")
     return events.select(
         F.explode(F.filter(F.array(*rows), lambda r: r.isNotNull())).alias("p"),
         "status",
         "bytes_sent",
-        t_ms.alias("t_ms"),
-        flag(is_static_asset()).alias("static_requests"),
-        flag(F.col("url_path") == ROBOTS_TXT).alias("robots_requests"),
+        (t_ms if detail else no_time).alias("t_ms"),
+        (flag(is_static_asset()) if detail else zero).alias("static_requests"),
+        (flag(F.col("url_path") == ROBOTS_TXT) if detail else zero).alias("robots_requests"),
     ).select(
         *(F.col(f"p.{k}").alias(k) for k in _KEYS),
         one.alias("requests"),
@@ -298,28 +313,25 @@ def _sketch_panes(events: DataFrame, view: str, length_ms: int) -> DataFrame:
     ``(pane, key, item)`` rows (a smaller input for the object aggregate)."""
     key_col, item = SKETCH_VIEWS[view]
     key = F.col(key_col) if key_col else F.lit("")
-    t_ms = F.unix_millis("event_time")
     zero = F.lit(0).cast("bigint")
+    no_time = F.lit(None).cast("bigint")
     return (
         events.select(
-            _start(t_ms, length_ms).alias("start_ms"), key.alias("key"), item, t_ms.alias("t")
+            _start(F.unix_millis("event_time"), length_ms).alias("start_ms"),
+            key.alias("key"),
+            item,
         )
-        .groupBy("start_ms", "key", item)
-        .agg(F.min("t").alias("first_ms"), F.max("t").alias("last_ms"))
+        .distinct()
         .groupBy("start_ms", "key")
-        .agg(
-            F.hll_sketch_agg(item).alias("sketch"),
-            F.min("first_ms").alias("first_ms"),
-            F.max("last_ms").alias("last_ms"),
-        )
+        .agg(F.hll_sketch_agg(item).alias("sketch"))
         .select(
             F.lit(view).alias("view"),
             "key",
             "start_ms",
             (F.col("start_ms") + F.lit(length_ms)).alias("end_ms"),
             *[zero.alias(m) for m in MEASURES],
-            "first_ms",
-            "last_ms",
+            no_time.alias("first_ms"),
+            no_time.alias("last_ms"),
             "sketch",
             F.lit(True).alias("touched"),
         )

@@ -13,8 +13,8 @@ watermark passes its end, like every other window.
 feature                  definition                                                  unit
 =======================  ==========================================================  =======
 ``request_rate``         requests / window length                                    req/s
-``distinct_pages``       distinct ``url_path`` (HLL sketch estimate; exact below a   count
-                         few hundred)
+``distinct_pages``       distinct ``url_path`` (exact: the client's                  count
+                         ``client_pages`` panes)
 ``error_ratio``          responses ≥ 400 / requests                                  0–1
 ``bytes_per_request``    bytes sent / requests                                       bytes
 ``static_share``         static assets (images, CSS, scripts, fonts) / requests      0–1
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from logstream.analytics.panes import PaneSpec, fold_panes
+from logstream.analytics.panes import CLIENT_PAGE_SEP, PaneSpec, fold_panes
 from logstream.ml.model import (
     CLASSIFIERS,
     ModelInfo,
@@ -127,8 +127,9 @@ def client_features(panes: DataFrame) -> DataFrame:
     Parameters
     ----------
     panes : DataFrame
-        :data:`~logstream.analytics.panes.PANE_SCHEMA` rows (other views are ignored); a
-        ``clients`` pane without its ``client_pages`` pane gets ``distinct_pages`` 0.
+        :data:`~logstream.analytics.panes.PANE_SCHEMA` rows (other views are ignored): the
+        ``clients`` panes and the ``client_pages`` panes of the same windows (one per client
+        and path; a client without them gets ``distinct_pages`` 0).
 
     Returns
     -------
@@ -149,10 +150,10 @@ def client_features(panes: DataFrame) -> DataFrame:
         "first_ms",
         "last_ms",
     )
-    pages = panes.where(F.col("view") == "client_pages").select(
-        F.col("key").alias("client_host"),
-        "start_ms",
-        F.hll_sketch_estimate("sketch").alias("pages"),
+    pages = (
+        panes.where(F.col("view") == "client_pages")
+        .groupBy(F.substring_index("key", CLIENT_PAGE_SEP, 1).alias("client_host"), "start_ms")
+        .agg(F.count("*").alias("pages"))
     )
     n = F.col("requests").cast("double")
     window_s = (F.col("end_ms") - F.col("start_ms")) / 1000.0
