@@ -35,7 +35,7 @@ def model(tmp_path_factory):
     """A bots model trained from the CLI (one candidate, two folds: test time)."""
     out = tmp_path_factory.mktemp("bots") / "model"
     argv = ["model", "train", "bots", "--input", str(data_file(COMBINED)), "--out", str(out)]
-    argv += ["--synthetic-lines", "4000", "--classifiers", "random_forest", "--folds", "2"]
+    argv += ["--synthetic-lines", "2000", "--classifiers", "random_forest", "--folds", "2"]
     argv += ["--version", "test-1"]
     assert main(argv) == 0
     return out

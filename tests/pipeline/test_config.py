@@ -57,7 +57,8 @@ def test_defaults_are_the_books_query():
 @pytest.mark.parametrize(
     ("text", "chosen"),
     [
-        ("all", tuple(q for q in EVENT_QUERIES if q != "traffic_by_network")),  # no table
+        # no networks table, no bot model
+        ("all", tuple(q for q in EVENT_QUERIES if q not in ("traffic_by_network", "bot_scores"))),
         ("none", ()),
         ("alerts, Traffic-Per-Minute", ("traffic_per_minute", "alerts")),  # start order
         (["sessions", "sessions"], ("sessions",)),
