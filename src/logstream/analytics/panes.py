@@ -63,6 +63,7 @@ __all__ = [
     "PaneSpec",
     "dimension_windows",
     "fold_panes",
+    "pane_start",
     "sliding_windows",
     "traffic_windows",
 ]
@@ -145,7 +146,9 @@ class PaneSpec:
         return self.traffic_ms  # traffic, visitors and the dimension views
 
 
-def _start(t_ms: Column, length_ms: int) -> Column:
+def pane_start(t_ms: Column, length_ms: int) -> Column:
+    """The start (epoch ms) of the pane of length ``length_ms`` holding ``t_ms`` (epoch ms),
+    aligned on the epoch as ``pyspark.sql.functions.window`` aligns windows."""
     return t_ms - F.pmod(t_ms, F.lit(length_ms))
 
 
@@ -261,7 +264,7 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
             key = F.concat_ws(CLIENT_PAGE_SEP, "client_host", "url_path")
         elif view in DIMENSION_VIEWS:
             key = F.coalesce(F.col(DIMENSION_VIEWS[view]), F.lit("unknown"))
-        start = _start(t_ms, spec.length_ms(view))
+        start = pane_start(t_ms, spec.length_ms(view))
         row = F.struct(
             F.lit(view).alias("view"),
             key.alias("key"),
@@ -317,7 +320,7 @@ def _sketch_panes(events: DataFrame, view: str, length_ms: int) -> DataFrame:
     no_time = F.lit(None).cast("bigint")
     return (
         events.select(
-            _start(F.unix_millis("event_time"), length_ms).alias("start_ms"),
+            pane_start(F.unix_millis("event_time"), length_ms).alias("start_ms"),
             key.alias("key"),
             item,
         )

@@ -27,17 +27,6 @@ _ClassifiersOption = Annotated[
 ]
 
 
-def _candidates(text: str) -> list[str]:
-    from logstream.errors import ConfigError
-    from logstream.ml.model import CLASSIFIERS
-
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    bad = [n for n in names if n not in CLASSIFIERS]
-    if bad or not names:
-        raise ConfigError(f"--classifiers {text!r}: choose one or more of {', '.join(CLASSIFIERS)}")
-    return names
-
-
 def _window_ms(text: str) -> int:
     from logstream.pipeline.config import interval_seconds, spark_interval
 
@@ -90,13 +79,14 @@ def train_bots(
     """
     from logstream.config import SparkSettings
     from logstream.ml.bots import train_bots as train
-    from logstream.ml.model import check_version
+    from logstream.ml.model import check_classifiers, check_out, check_version
     from logstream.session import get_spark
     from logstream.sources import expand_inputs
 
-    candidates = _candidates(classifiers)
+    candidates = check_classifiers(classifiers.split(","), folds)
     window_ms = _window_ms(clients_window)
     version = check_version(version)
+    check_out(out, overwrite)  # before minutes of training
     expand_inputs(inputs)  # a missing path stops before the JVM starts
     spark = get_spark(SparkSettings.build(master=master))
     result = train(

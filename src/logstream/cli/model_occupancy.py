@@ -76,16 +76,16 @@ def train_occupancy(
     from logstream.ml import occupancy as occ
 
     names = occ.check_features(features.split(","))
-    candidates = occ.check_classifiers(classifiers.split(","), folds)
+    from logstream.ml.model import check_classifiers, check_out, check_version, save_model
+
+    candidates = check_classifiers(classifiers.split(","), folds)
     if folds_by not in ("day", "random"):
         raise ConfigError(f"--folds-by {folds_by!r}: use day or random")
-    the_version = occ.check_version(version)
+    the_version = check_version(version)
     train_paths = occ.check_inputs(train, "--train")
     test_paths = occ.check_inputs(test or [], "--test")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"model {str(out)!r} exists: choose another --out or add --overwrite")
+    check_out(out, overwrite)
 
-    from logstream.ml.model import save_model
     from logstream.session import get_spark
 
     spark = get_spark(SparkSettings.build(master=master))

@@ -292,33 +292,41 @@ def model_section(view: DevicesView) -> list[Any]:
     ]
 
 
-def accuracy_figure(view: DevicesView | None) -> dict[str, Any]:
-    """The model's accuracy per window, one line per device."""
-    title = "Occupancy model: accuracy per window, per device"
-    if view is None or not view.accuracy:
+def _per_device_figure(
+    series: dict[str, tuple[list[Any], list[Any]]] | None,
+    title: str,
+    empty: str,
+    **layout: Any,
+) -> dict[str, Any]:
+    """A line per device of ``series`` (device → (x, y)); ``empty`` as the text without one."""
+    if not series:
         from logstream.dashboard.figures import empty_figure
 
-        return empty_figure("No scored device windows (devices run --model).", title)
+        return empty_figure(empty, title)
     data = [
         {"type": "scatter", "mode": "lines", "name": device, "x": x, "y": y}
-        for device, (x, y) in view.accuracy.items()
+        for device, (x, y) in series.items()
     ]
-    layout = {"title": {"text": title}, "height": 300, "yaxis": {"range": [0, 1.02]}}
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": {"title": {"text": title}, "height": 300, **layout}}
+
+
+def accuracy_figure(view: DevicesView | None) -> dict[str, Any]:
+    """The model's accuracy per window, one line per device."""
+    return _per_device_figure(
+        None if view is None else view.accuracy,
+        "Occupancy model: accuracy per window, per device",
+        "No scored device windows (devices run --model).",
+        yaxis={"range": [0, 1.02]},
+    )
 
 
 def devices_figure(view: DevicesView | None) -> dict[str, Any]:
     """CO2 mean per window, one line per device."""
-    title = "CO2 per window (mean, ppm), per device"
-    if view is None or not view.co2:
-        from logstream.dashboard.figures import empty_figure
-
-        return empty_figure("No device windows yet.", title)
-    data = [
-        {"type": "scatter", "mode": "lines", "name": device, "x": x, "y": y}
-        for device, (x, y) in view.co2.items()
-    ]
-    return {"data": data, "layout": {"title": {"text": title}, "height": 300}}
+    return _per_device_figure(
+        None if view is None else view.co2,
+        "CO2 per window (mean, ppm), per device",
+        "No device windows yet.",
+    )
 
 
 def devices_row() -> html.Div:

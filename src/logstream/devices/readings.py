@@ -233,13 +233,11 @@ def device_windows(readings: DataFrame, window: str = "5 minutes") -> DataFrame:
         ]
     scored = "prediction" in readings.columns
     if scored:
-        y, p = F.col("occupancy"), F.col("prediction")
+        from logstream.ml.model import confusion_counts
+
         aggs += [
             F.count("occupancy").alias("predicted_readings"),
-            F.count_if((y == 1) & (p == 1)).alias("tp"),
-            F.count_if((y == 0) & (p == 1)).alias("fp"),
-            F.count_if((y == 0) & (p == 0)).alias("tn"),
-            F.count_if((y == 1) & (p == 0)).alias("fn"),
+            *confusion_counts(F.col("occupancy"), F.col("prediction")),
         ]
     confusion = []
     if scored:

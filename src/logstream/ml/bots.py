@@ -48,14 +48,15 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from logstream.analytics.panes import CLIENT_PAGE_SEP, PaneSpec, fold_panes
+from logstream.analytics.panes import CLIENT_PAGE_SEP, PaneSpec, fold_panes, pane_start
 from logstream.ml.model import (
     CLASSIFIERS,
     ModelInfo,
     binary_metrics,
-    default_version,
+    check_version,
     fit_classifier,
     load_model,
+    prediction_columns,
     save_model,
 )
 from logstream.reference.tables import CRAWLER_CLASS
@@ -114,11 +115,6 @@ BOT_SCORE_COLUMNS = (
 def bot_pane_spec(clients_ms: int = 300_000) -> PaneSpec:
     """The pane views the bot features read: ``clients`` and ``client_pages``."""
     return PaneSpec(clients_ms=clients_ms, views=("clients", "client_pages"))
-
-
-def _start_ms(clients_ms: int) -> Column:
-    t = F.unix_millis("event_time")
-    return t - F.pmod(t, F.lit(clients_ms))
 
 
 def client_features(panes: DataFrame) -> DataFrame:
@@ -195,7 +191,9 @@ def bot_labels(events: DataFrame, clients_ms: int = 300_000) -> DataFrame:
         majority, 0 when browser requests are, null otherwise).
     """
     cls = F.col("agent_class")
-    counts = events.groupBy("client_host", _start_ms(clients_ms).alias("start_ms")).agg(
+    counts = events.groupBy(
+        "client_host", pane_start(F.unix_millis("event_time"), clients_ms).alias("start_ms")
+    ).agg(
         F.count_if(cls.isin(*BOT_CLASSES)).alias("bot"),
         F.count_if(cls.isin(*HUMAN_CLASSES)).alias("human"),
         F.count("*").alias("n"),
@@ -243,28 +241,23 @@ def score_features(
     version : str
         The model's version, written with every score.
     extra : sequence of str
-        More columns of ``features`` to keep (``is_bot`` as ``label`` when evaluating).
+        More columns of ``features`` to keep (a label when evaluating; not ``is_bot``, the
+        prediction's name).
 
     Returns
     -------
     DataFrame
-        :data:`BOT_SCORE_COLUMNS`: ``bot_probability`` (double, P(bot)), ``is_bot`` (int
-        0/1, the prediction), ``model_version`` (string), then ``extra``.
+        :data:`BOT_SCORE_COLUMNS`: ``is_bot`` (int 0/1, the prediction), ``bot_probability``
+        (double, P(bot)), ``model_version`` (string), then ``extra``.
     """
-    from pyspark.ml.functions import vector_to_array
-
-    renamed = [F.col(c).alias(f"label_{c}") for c in extra]
-    scored = model.transform(features.select(*features.columns, *renamed).drop(*extra))
-    return scored.select(
+    return model.transform(features).select(
         "window_start",
         "window_end",
         "client_host",
         "requests",
         *BOT_FEATURES,
-        vector_to_array("probability")[1].alias("bot_probability"),
-        F.col("prediction").cast("int").alias("is_bot"),
-        F.lit(version).alias("model_version"),
-        *(F.col(f"label_{c}").alias(c if c != BOT_LABEL else "label") for c in extra),
+        *prediction_columns(BOT_LABEL, "bot_probability", version),
+        *extra,
     )
 
 
@@ -369,17 +362,21 @@ def train_bots(
 
     if not 0 < held_out_share < 1:
         raise ConfigError(f"held-out share {held_out_share}: use a number between 0 and 1")
-    real = labelled_features(enriched_events(spark, inputs, log_format), clients_ms)
-    real = real.where(F.col(BOT_LABEL).isNotNull())
+    version = check_version(version)  # before the training
+    # the events feed both the panes and the labels: parsed and enriched once
+    events = enriched_events(spark, inputs, log_format).persist()
+    real = labelled_features(events, clients_ms).where(F.col(BOT_LABEL).isNotNull())
     # the held-out clients by hash, so that no client is on both sides
     buckets = 1000
     held = F.pmod(F.xxhash64("client_host", F.lit(seed + 1)), F.lit(buckets)) < int(
         held_out_share * buckets
     )
     real = real.withColumn("_held", held).cache()
+    cached = [real]
     train = real.where(~F.col("_held"))
     test = real.where(F.col("_held"))
     counts = {"real_train": train.count(), "held_out": test.count(), "synthetic_train": 0}
+    events.unpersist()  # real is cached
     labels = {r[0] for r in train.select(BOT_LABEL).distinct().collect()}
     if labels != {0, 1}:
         raise ConfigError(
@@ -392,11 +389,12 @@ def train_bots(
             config = TrafficConfig(max_lines=synthetic_lines, duration_s=None, seed=seed)
             with path.open("w") as fh:
                 fh.writelines(line + "\n" for line in generate_lines(config))
-            synthetic = labelled_features(
-                enriched_events(spark, [str(path)], "combined"), clients_ms
-            ).where(F.col(BOT_LABEL).isNotNull())
+            generated = enriched_events(spark, [str(path)], "combined").persist()
+            synthetic = labelled_features(generated, clients_ms).where(F.col(BOT_LABEL).isNotNull())
             synthetic = synthetic.withColumn("_held", F.lit(False)).cache()
+            cached.append(synthetic)
             counts["synthetic_train"] = synthetic.count()
+            generated.unpersist()
             train = train.unionByName(synthetic)
         rows = train.withColumn("_fold", client_fold(folds, seed))
         fitted = fit_classifier(
@@ -407,7 +405,7 @@ def train_bots(
     metrics |= {f"held_out_{k}": float(v) for k, v in held_out.items()}
     info = ModelInfo(
         kind=KIND,
-        version=version or default_version(),
+        version=version,
         features=dict(BOT_FEATURES),
         label=BOT_LABEL,
         classifier=fitted.classifier,
@@ -417,7 +415,8 @@ def train_bots(
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
     save_model(fitted.model, out, info, overwrite=overwrite)
-    real.unpersist()
+    for frame in cached:
+        frame.unpersist()
     return BotTraining(info=info, held_out=held_out, rows=counts)
 
 
@@ -441,6 +440,10 @@ def evaluate_bots(
         As :func:`~logstream.ml.model.load_model`.
     """
     model, info = load_model(model_dir, KIND)
-    rows = labelled_features(enriched_events(spark, inputs, log_format), clients_ms)
-    scored = score_features(model, rows, info.version, extra=[BOT_LABEL])
-    return binary_metrics(scored.withColumnRenamed("is_bot", "prediction"), "label")
+    events = enriched_events(spark, inputs, log_format).persist()  # read by panes and labels
+    try:
+        rows = labelled_features(events, clients_ms).withColumnRenamed(BOT_LABEL, "label")
+        scored = score_features(model, rows, info.version, extra=["label"])
+        return binary_metrics(scored, "label", prediction=BOT_LABEL)
+    finally:
+        events.unpersist()

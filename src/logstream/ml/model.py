@@ -33,7 +33,7 @@ from logstream.errors import ConfigError, InputPathError
 
 if TYPE_CHECKING:
     from pyspark.ml import PipelineModel
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "META_FILE",
@@ -41,10 +41,14 @@ __all__ = [
     "Fitted",
     "ModelInfo",
     "binary_metrics",
+    "check_classifiers",
+    "check_out",
     "check_version",
+    "confusion_counts",
     "default_version",
     "fit_classifier",
     "load_model",
+    "prediction_columns",
     "read_model_info",
     "save_model",
 ]
@@ -198,11 +202,7 @@ def save_model(model: PipelineModel, path: Path, info: ModelInfo, overwrite: boo
         digits, ``.``, ``_`` or ``-``.
     """
     check_version(info.version)
-    if path.exists():
-        if not overwrite:
-            raise ConfigError(
-                f"model {str(path)!r} exists: choose another --out or add --overwrite"
-            )
+    if check_out(path, overwrite).exists():
         shutil.rmtree(path)
     model.write().save(str(path / "spark"))
     # not sort_keys: ``features`` keeps the order the pipeline assembles them in
@@ -226,6 +226,40 @@ def check_version(version: str | None) -> str:
     if not _VERSION.match(version):
         raise ConfigError(f"--version {version!r}: use 1-64 letters, digits, '.', '_' or '-'")
     return version
+
+
+def check_classifiers(candidates: Sequence[str], folds: int) -> tuple[str, ...]:
+    """Check ``--classifiers`` and ``--folds`` before the JVM starts.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown or repeated classifier, none, or fewer than 2 folds.
+    """
+    out = tuple(c.strip() for c in candidates if c.strip())
+    bad = [c for c in out if c not in CLASSIFIERS]
+    if bad or not out or len(set(out)) != len(out):
+        what = f"unknown {bad}" if bad else ("none given" if not out else "a name is repeated")
+        raise ConfigError(
+            f"--classifiers {','.join(candidates)!r}: {what}; use names from "
+            + ", ".join(CLASSIFIERS)
+        )
+    if folds < 2:
+        raise ConfigError(f"--folds {folds}: cross-validation needs at least 2 folds")
+    return out
+
+
+def check_out(path: Path, overwrite: bool) -> Path:
+    """Check a model directory to write before training (:func:`save_model` checks again).
+
+    Raises
+    ------
+    ConfigError
+        When ``path`` exists and ``overwrite`` is false.
+    """
+    if path.exists() and not overwrite:
+        raise ConfigError(f"model {str(path)!r} exists: choose another --out or add --overwrite")
+    return path
 
 
 @dataclass(frozen=True)
@@ -351,6 +385,35 @@ def fit_classifier(
     return Fitted(model=fitted.bestModel, classifier=candidates[best], cv_auc=scores)
 
 
+def confusion_counts(label: Column, prediction: Column) -> list[Column]:
+    """The aggregates ``tp``, ``fp``, ``tn``, ``fn`` (bigint) of 0/1 labels and predictions:
+    counts of rows labelled and predicted 1, labelled 0 and predicted 1, and so on (a null
+    label counts in none). Batch or streaming aggregations alike."""
+    from pyspark.sql import functions as F
+
+    y, p = label.cast("int"), prediction.cast("int")
+    return [
+        F.count_if((y == 1) & (p == 1)).alias("tp"),
+        F.count_if((y == 0) & (p == 1)).alias("fp"),
+        F.count_if((y == 0) & (p == 0)).alias("tn"),
+        F.count_if((y == 1) & (p == 0)).alias("fn"),
+    ]
+
+
+def prediction_columns(prediction: str, probability: str, version: str) -> list[Column]:
+    """The output columns of a fitted classifier's ``transform``: the prediction as an int
+    (0/1) named ``prediction``, P(1) (double) named ``probability``, and ``model_version``
+    (string, ``version``)."""
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    return [
+        F.col("prediction").cast("int").alias(prediction),
+        vector_to_array(F.col("probability"))[1].alias(probability),
+        F.lit(version).alias("model_version"),
+    ]
+
+
 def binary_metrics(
     predictions: DataFrame, label: str, prediction: str = "prediction"
 ) -> dict[str, float]:
@@ -369,15 +432,9 @@ def binary_metrics(
     """
     from pyspark.sql import functions as F
 
-    y, p = F.col(label).cast("int"), F.col(prediction).cast("int")
     row = (
         predictions.where(F.col(label).isNotNull())
-        .agg(
-            F.count_if((y == 1) & (p == 1)).alias("tp"),
-            F.count_if((y == 0) & (p == 1)).alias("fp"),
-            F.count_if((y == 0) & (p == 0)).alias("tn"),
-            F.count_if((y == 1) & (p == 0)).alias("fn"),
-        )
+        .agg(*confusion_counts(F.col(label), F.col(prediction)))
         .first()
     )
     assert row is not None

@@ -36,8 +36,10 @@ from logstream.ml.model import (
     CLASSIFIERS,
     ModelInfo,
     binary_metrics,
+    check_classifiers,
     check_version,
     fit_classifier,
+    prediction_columns,
 )
 
 if TYPE_CHECKING:
@@ -156,15 +158,11 @@ def score_readings(model: PipelineModel, readings: DataFrame, version: str) -> D
         ``probability`` (double, 0–1: the model's P(occupied)) and ``model_version``
         (string). A stateless projection: on a streaming DataFrame it keeps the watermark.
     """
-    from pyspark.ml.functions import vector_to_array
     from pyspark.sql import functions as F
 
-    scored = model.transform(readings)
-    return scored.select(
+    return model.transform(readings).select(
         *(F.col(c) for c in readings.columns),
-        F.col("prediction").cast("int").alias("prediction"),
-        vector_to_array(F.col("probability"))[1].alias("probability"),
-        F.lit(version).alias("model_version"),
+        *prediction_columns("prediction", "probability", version),
     )
 
 
@@ -275,24 +273,3 @@ def train_occupancy(
             metrics[f"accuracy.{_stem(path)}"] = m["accuracy"]
         info = replace(info, metrics=metrics)
     return fitted.model, info
-
-
-def check_classifiers(candidates: Sequence[str], folds: int) -> tuple[str, ...]:
-    """Check ``--classifiers`` and ``--folds`` before the JVM starts.
-
-    Raises
-    ------
-    ConfigError
-        For an unknown or repeated classifier, none, or fewer than 2 folds.
-    """
-    out = tuple(c.strip() for c in candidates if c.strip())
-    bad = [c for c in out if c not in CLASSIFIERS]
-    if bad or not out or len(set(out)) != len(out):
-        what = f"unknown {bad}" if bad else ("none given" if not out else "a name is repeated")
-        raise ConfigError(
-            f"--classifiers {','.join(candidates)!r}: {what}; use names from "
-            + ", ".join(CLASSIFIERS)
-        )
-    if folds < 2:
-        raise ConfigError(f"--folds {folds}: cross-validation needs at least 2 folds")
-    return out

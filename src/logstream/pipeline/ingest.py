@@ -26,8 +26,10 @@ with batch DataFrames, for micro-batch ``N``:
    ``trending_pages/`` (5-minute windows summed from 1-minute panes), ``top_clients/``,
    ``traffic_by_section/``, ``traffic_by_agent/``, ``traffic_by_network/`` (panes keyed by
    the columns the reference tables add: broadcast joins before the aggregation) — and
-   the final per-minute series feed the anomaly detector (``alerts/``). Visitor sessions merge
-   the batch's per-client, per-minute summaries with the open sessions (``sessions/``).
+   the final per-minute series feed the anomaly detector (``alerts/``); with a bot model the
+   final client windows are scored (``bot_scores/``, :mod:`logstream.ml.bots`). Visitor
+   sessions merge the batch's per-client, per-minute summaries with the open sessions
+   (``sessions/``).
 7. **Serve.** The panes this batch changed, with their merged values, and the batch's counters,
    examples, closed sessions and alerts go to the serving store in one transaction with the
    batch id in its ledger (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
@@ -53,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
+from pyspark.ml import PipelineModel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -79,6 +82,7 @@ from logstream.analytics.sessions import (
     session_parts,
     split_sessions,
 )
+from logstream.ml.model import ModelInfo
 from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.config import EVENT_QUERIES, REFERENCE_QUERIES
 from logstream.pipeline.state import SnapshotMeta, StateSnapshots
@@ -233,8 +237,8 @@ class AnalyticsSettings:
 class BotScorer:
     """A loaded bot model (:func:`logstream.ml.model.load_model`) and its metadata."""
 
-    model: Any
-    info: Any
+    model: PipelineModel
+    info: ModelInfo
 
 
 @dataclass
