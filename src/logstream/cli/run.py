@@ -27,7 +27,7 @@ __all__ = ["load_config_file", "run"]
 
 _console = Console(stderr=True, soft_wrap=True, highlight=False)
 
-_PATH_PARAMS = {"input_dir", "output_dir", "state_dir", "demo_out", "config"}
+_PATH_PARAMS = {"input_dir", "output_dir", "state_dir", "demo_out", "config", "rate_sample"}
 
 
 def load_config_file(path: Path, ctx: typer.Context) -> dict[str, Any]:
@@ -165,6 +165,23 @@ def run(
         ),
     ] = None,
     kafka_topic: Annotated[str | None, typer.Option("--kafka-topic", help="Kafka topic.")] = None,
+    rate: Annotated[
+        int | None,
+        typer.Option(
+            "--rate",
+            min=1,
+            help="Load test: Spark's rate source makes this many lines a second, real lines "
+            "of --rate-sample (or generated ones) stamped with the time they are made.",
+        ),
+    ] = None,
+    rate_sample: Annotated[
+        Path | None,
+        typer.Option(
+            "--rate-sample",
+            help="With --rate: a Common or Combined log (plain or .gz) whose first 10,000 "
+            "lines are cycled through. Default: lines of logstream's traffic generator.",
+        ),
+    ] = None,
     log_format: FormatOption = "auto",
     output_dir: Annotated[
         Path, typer.Option("--output-dir", help="Root of the Parquet outputs.")
@@ -367,6 +384,7 @@ def run(
             ("--follow", v["follow"]),
             ("--socket", v["socket"]),
             ("--kafka-bootstrap/--kafka-topic", v["kafka_bootstrap"] or v["kafka_topic"]),
+            ("--rate", v["rate"]),
         )
         if given
     ]
@@ -399,6 +417,8 @@ def run(
             if v["socket"]
             else "kafka"
             if v["kafka_bootstrap"] or v["kafka_topic"]
+            else "rate"
+            if v["rate"]
             else "dir"
         )
         follow_paths = None
@@ -415,6 +435,8 @@ def run(
             socket=v["socket"],
             kafka_bootstrap=v["kafka_bootstrap"],
             kafka_topic=v["kafka_topic"],
+            rate=v["rate"],
+            rate_sample=v["rate_sample"],
             log_format=v["log_format"],
             output_dir=v["output_dir"],
             state_dir=v["state_dir"],

@@ -116,11 +116,12 @@ class PipelineConfig(BaseModel):
 
     Parameters
     ----------
-    source : {"dir", "follow", "socket", "kafka"}
+    source : {"dir", "follow", "socket", "kafka", "rate"}
         Where lines come from: a watched directory (Spark's file source, the default), growing
         log files followed like ``tail -F`` across rotation
-        (:mod:`logstream.sources.follow`), a text socket (the book's TCP example) or Kafka
-        (needs Spark's ``spark-sql-kafka-0-10`` connector on the classpath).
+        (:mod:`logstream.sources.follow`), a text socket (the book's TCP example), Kafka
+        (needs Spark's ``spark-sql-kafka-0-10`` connector on the classpath) or Spark's rate
+        source replaying sample lines at a fixed rate (:func:`logstream.sources.rate_lines`).
     input_dir : Path, optional
         Directory watched by the file source; files must be placed atomically (write, then
         rename into the directory). Plain and ``.gz`` files.
@@ -133,6 +134,11 @@ class PipelineConfig(BaseModel):
         ``HOST:PORT`` of a server the socket source connects to.
     kafka_bootstrap, kafka_topic : str, optional
         Kafka servers and topic, for ``source="kafka"``.
+    rate : int, optional
+        Lines per second of ``source="rate"``.
+    rate_sample : Path, optional
+        Common or Combined log whose lines the rate source cycles through, each stamped with
+        the time it is made; None: lines of logstream's traffic generator (Combined).
     log_format : str
         As ``logstream batch --format``; ``auto`` detects from the first file of ``input_dir``
         (or the first existing file followed).
@@ -207,13 +213,15 @@ class PipelineConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
-    source: Literal["dir", "follow", "socket", "kafka"] = "dir"
+    source: Literal["dir", "follow", "socket", "kafka", "rate"] = "dir"
     input_dir: Path | None = None
     follow: tuple[str, ...] | None = None
     max_bytes_per_trigger: int | None = Field(default=None, ge=1)
     socket: str | None = None
     kafka_bootstrap: str | None = None
     kafka_topic: str | None = None
+    rate: int | None = Field(default=None, ge=1, le=10_000_000)
+    rate_sample: Path | None = None
     log_format: str = "auto"
     output_dir: Path = Path("out/stream")
     state_dir: Path = Path("out/state")
@@ -329,7 +337,7 @@ class PipelineConfig(BaseModel):
                 )
         return tuple(q for q in EVENT_QUERIES if q in names)
 
-    @field_validator("input_dir", "output_dir", "state_dir")
+    @field_validator("input_dir", "output_dir", "state_dir", "rate_sample")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         # Python and the JVM may not share a working directory: hand Spark absolute paths
@@ -371,7 +379,16 @@ class PipelineConfig(BaseModel):
             raise ValueError("the socket source needs --socket HOST:PORT")
         if self.source == "kafka" and not (self.kafka_bootstrap and self.kafka_topic):
             raise ValueError("the Kafka source needs --kafka-bootstrap HOST:PORT and --kafka-topic")
-        if self.log_format == "auto" and self.source not in ("dir", "follow"):
+        if self.source == "rate" and self.rate is None:
+            raise ValueError("the rate source needs --rate LINES_PER_SECOND")
+        if self.rate_sample is not None and self.source != "rate":
+            raise ValueError("--rate-sample is read by the rate source only: add --rate N")
+        if self.rate_sample is not None and not self.rate_sample.is_file():
+            raise ValueError(
+                f"rate sample {str(self.rate_sample)!r} does not exist: point --rate-sample at "
+                "a Common or Combined log file, or leave it out to use generated lines"
+            )
+        if self.log_format == "auto" and self.source not in ("dir", "follow", "rate"):
             raise ValueError(
                 f"--format auto needs files to look at; with the {self.source} source pass "
                 "--format common|combined|'<LogFormat>'"

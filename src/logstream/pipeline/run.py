@@ -97,6 +97,10 @@ def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
     """
     if cfg.log_format != "auto":
         return resolve_format(cfg.log_format)
+    if cfg.source == "rate":  # generated lines are Combined; a sample file is looked at
+        if cfg.rate_sample is None:
+            return resolve_format("combined")
+        return detect_file_format(cfg.rate_sample)
     if cfg.source == "follow":
         patterns = cfg.follow or ()
         found = {Path(f) for pattern in patterns for f in glob.glob(pattern, recursive=True)}

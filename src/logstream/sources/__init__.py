@@ -1,4 +1,5 @@
-"""Sources: where raw log lines come from (files now; directory watch, socket, Kafka later)."""
+"""Sources: where raw log lines come from (files, a watched directory, followed logs, a socket,
+Kafka, Spark's rate source)."""
 
 from logstream.sources.dedup import (
     LINE_KEY,
@@ -6,7 +7,13 @@ from logstream.sources.dedup import (
     line_key,
 )
 from logstream.sources.files import expand_inputs, input_files, read_lines, sample_lines
-from logstream.sources.stream import KAFKA_PACKAGE, kafka_available, stream_lines
+from logstream.sources.stream import (
+    KAFKA_PACKAGE,
+    kafka_available,
+    rate_lines,
+    rate_sample,
+    stream_lines,
+)
 
 __all__ = [
     "KAFKA_PACKAGE",
@@ -16,6 +23,8 @@ __all__ = [
     "input_files",
     "kafka_available",
     "line_key",
+    "rate_lines",
+    "rate_sample",
     "read_lines",
     "sample_lines",
     "stream_lines",
