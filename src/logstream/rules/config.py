@@ -1,0 +1,181 @@
+"""Options of ``logstream rules``, validated before any Spark query starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from logstream.errors import ConfigError, InputPathError
+from logstream.pipeline.config import interval_seconds, spark_interval
+
+__all__ = ["RulesConfig", "Trigger", "parse_trigger"]
+
+#: ``logstream rules --sink`` values besides ``webhook URL`` and ``kafka://HOST:PORT/TOPIC``.
+_SINK_HELP = "console, an http(s):// webhook URL, or kafka://HOST:PORT/TOPIC"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A parsed ``--trigger``.
+
+    Attributes
+    ----------
+    kind : {"processing-time", "continuous", "real-time"}
+    interval : str
+        Spark interval text: the micro-batch interval (``"0 seconds"`` = as fast as possible),
+        the continuous checkpoint interval, or the real-time batch duration.
+    """
+
+    kind: str
+    interval: str
+
+    def apply(self, writer):  # type: ignore[no-untyped-def]
+        """Set this trigger on a ``DataStreamWriter`` and return it."""
+        if self.kind == "continuous":
+            return writer.trigger(continuous=self.interval)
+        if self.kind == "real-time":
+            return writer.trigger(realTime=self.interval)
+        return writer.trigger(processingTime=self.interval)
+
+
+def parse_trigger(text: str) -> Trigger:
+    """Parse ``continuous:1s``, ``real-time:5s`` or a processing-time interval (``0`` allowed).
+
+    Raises
+    ------
+    ConfigError
+        Naming the value and the accepted forms.
+
+    Examples
+    --------
+    >>> parse_trigger("continuous:1s")
+    Trigger(kind='continuous', interval='1 seconds')
+    >>> parse_trigger("0 seconds")
+    Trigger(kind='processing-time', interval='0 seconds')
+    """
+    kind, sep, rest = text.strip().partition(":")
+    kind = kind.strip().lower().replace("_", "-")
+    forms = "continuous:1s, real-time:5s, or a processing-time interval such as 0s or 1s"
+    try:
+        if sep and kind == "continuous":
+            return Trigger("continuous", spark_interval(rest))
+        if sep and kind in ("real-time", "realtime"):
+            return Trigger("real-time", spark_interval(rest))
+        if sep:
+            raise ValueError(f"unknown trigger kind {kind!r}")
+        if text.strip() in ("0", "0s"):
+            return Trigger("processing-time", "0 seconds")
+        if interval_seconds(text) == 0:
+            return Trigger("processing-time", "0 seconds")
+        return Trigger("processing-time", spark_interval(text))
+    except ValueError as exc:
+        raise ConfigError(f"--trigger {text!r}: {exc}; use {forms}") from None
+
+
+@dataclass(frozen=True)
+class RulesConfig:
+    """Every option of ``logstream rules``, checked on construction.
+
+    Parameters
+    ----------
+    source : {"socket", "rate"}
+    socket : str, optional
+        ``HOST:PORT`` the socket source connects to (``source="socket"``).
+    rate : int, optional
+        Lines per second of the rate source (``source="rate"``).
+    rate_sample : Path, optional
+        Log whose lines the rate source cycles through (default: generated lines).
+    log_format : str
+        ``common``, ``combined`` or a ``LogFormat``; ``auto`` only with ``rate_sample``.
+    sink : str
+        ``console``, an ``http(s)://`` webhook URL, or ``kafka://HOST:PORT/TOPIC``.
+    trigger : Trigger
+    checkpoint : Path, optional
+    duration_s : float, optional
+        Stop after this many seconds (None: until Ctrl-C).
+
+    Raises
+    ------
+    ConfigError
+        On a value that cannot work, naming it and the fix: a missing ``--socket`` or
+        ``--rate``, an unknown sink, ``auto`` with the socket source, the real-time trigger
+        (no source of this command supports it in Spark 4.3), or the continuous trigger with
+        the webhook sink (PySpark's ``foreach`` fails under the continuous trigger).
+    InputPathError
+        When ``rate_sample`` does not exist.
+    """
+
+    source: str
+    trigger: Trigger
+    sink: str = "console"
+    socket: str | None = None
+    rate: int | None = None
+    rate_sample: Path | None = None
+    log_format: str = "auto"
+    checkpoint: Path | None = None
+    duration_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in ("socket", "rate"):
+            raise ConfigError(f"--source {self.source!r}: use socket or rate")
+        if self.source == "socket" and not self.socket:
+            raise ConfigError("the socket source needs --socket HOST:PORT (e.g. 127.0.0.1:9999)")
+        if self.source == "rate" and (self.rate is None or self.rate < 1):
+            raise ConfigError(
+                f"the rate source needs --rate N lines per second (N >= 1), got {self.rate!r}"
+            )
+        if self.source != "rate" and (self.rate is not None or self.rate_sample is not None):
+            raise ConfigError("--rate and --rate-sample belong to --source rate")
+        if self.rate_sample is not None and not self.rate_sample.is_file():
+            raise InputPathError(
+                f"--rate-sample {str(self.rate_sample)!r} does not exist: give a Common or "
+                "Combined log file, or leave it out to use generated lines"
+            )
+        if self.log_format.strip().lower() == "auto" and self.source == "socket":
+            raise ConfigError(
+                "--format auto needs a file to look at; with the socket source pass "
+                "--format common|combined|'<LogFormat>'"
+            )
+        kind = self.sink_kind
+        if self.trigger.kind == "real-time":
+            raise ConfigError(
+                f"--trigger real-time needs a source that supports Spark's real-time mode; in "
+                f"Spark 4.3 that is Kafka only, and the {self.source} source is refused "
+                "(STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED); real-time mode also "
+                "needs the update output mode and a foreach or Kafka sink. Use --trigger "
+                "continuous:1s for the same map-only hot path (see docs/triggers.md)"
+            )
+        if self.trigger.kind == "continuous" and kind == "webhook":
+            raise ConfigError(
+                "--sink webhook cannot run under --trigger continuous: PySpark's foreach sink "
+                "fails in continuous mode (PythonForeachWriter.open starts its thread again at "
+                "the second epoch: IllegalThreadStateException). Use --sink console or "
+                "kafka://… with the continuous trigger, or a processing-time trigger such as "
+                "--trigger 0s with the webhook"
+            )
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise ConfigError(f"--duration must be longer than zero, got {self.duration_s}")
+
+    @property
+    def sink_kind(self) -> str:
+        """``console``, ``webhook`` or ``kafka`` (the sink is checked here)."""
+        if self.sink == "console":
+            return "console"
+        if self.sink.startswith(("http://", "https://")):
+            from logstream.sinks.webhook import check_webhook_url
+
+            check_webhook_url(self.sink)
+            return "webhook"
+        if self.sink.startswith("kafka://"):
+            self.kafka_target()
+            return "kafka"
+        raise ConfigError(f"--sink {self.sink!r}: use {_SINK_HELP}")
+
+    def kafka_target(self) -> tuple[str, str]:
+        """``(bootstrap servers, topic)`` of a ``kafka://HOST:PORT/TOPIC`` sink."""
+        servers, _, topic = self.sink.removeprefix("kafka://").partition("/")
+        if not servers or ":" not in servers or not topic or "/" in topic:
+            raise ConfigError(
+                f"--sink {self.sink!r}: write a Kafka sink as kafka://HOST:PORT/TOPIC"
+            )
+        return servers, topic
