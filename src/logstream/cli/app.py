@@ -32,9 +32,11 @@ FormatOption = Annotated[
     typer.Option(
         "--format",
         "-f",
-        help="Log format: auto (Combined or Common, detected from the first lines), common, "
-        "combined, nginx, or an Apache LogFormat string such as "
-        '\'%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"\'.',
+        help="Log format: auto (Combined, Common, NASA TSV or the book's JSON, detected from "
+        "the first lines), common, combined, nginx, nasa-tsv, json (keys host, timestamp, "
+        "request, http_reply, bytes), json:FIELD=KEY,… (e.g. "
+        "'json:client_host=ip,event_time=ts,request=req,status=code'), or an Apache LogFormat "
+        'string such as \'%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"\'.',
     ),
 ]
 ReferenceOption = Annotated[

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from logstream.analytics.pages import is_content_path
+from logstream.errors import LogFormatError
 from logstream.parsing import compile_format
 
 if TYPE_CHECKING:
@@ -321,6 +322,11 @@ def parsed_requests(lines: DStream, log_format: str) -> DStream:
         When ``log_format`` does not compile.
     """
     fmt = compile_format(log_format)
+    if fmt.is_json:
+        raise LogFormatError(
+            f"the DStream edition parses text lines with a regex: --format {log_format!r} is "
+            "JSON; use the Structured Streaming pipeline (logstream run) for JSON lines"
+        )
     pattern, fields = fmt.regex, fmt.fields
 
     def parse_rdd(rdd: Any) -> Any:

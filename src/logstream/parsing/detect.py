@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from logstream.errors import LogFormatError
-from logstream.parsing.logformat import CompiledFormat, compile_format
+from logstream.parsing.logformat import JSON_BOOK_KEYS, CompiledFormat, compile_format
 
 __all__ = ["AUTO_CANDIDATES", "detect_format", "resolve_format"]
 
-#: Formats ``auto`` tries, most specific first.
-AUTO_CANDIDATES: tuple[str, ...] = ("combined", "common")
+#: Formats ``auto`` tries, most specific first (JSON lines are recognised before these).
+AUTO_CANDIDATES: tuple[str, ...] = ("combined", "common", "nasa-tsv")
+
+
+def _is_book_json(line: str) -> bool:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and all(k in obj for k in JSON_BOOK_KEYS.values())
+
 
 #: Share of sampled lines a candidate must match to be chosen.
 AUTO_MIN_SHARE = 0.8
@@ -27,8 +37,9 @@ def detect_format(sample: Iterable[str]) -> CompiledFormat:
     Returns
     -------
     CompiledFormat
-        ``combined`` when at least 80 % of the sampled lines match it, else ``common`` when
-        80 % match that.
+        ``json`` when at least 80 % of the sampled lines are JSON objects with the keys of the
+        book's NASA data set; else ``combined`` when 80 % match it, else ``common``, else
+        ``nasa-tsv`` (a header line of the format is left out of the count).
 
     Raises
     ------
@@ -41,16 +52,21 @@ def detect_format(sample: Iterable[str]) -> CompiledFormat:
             "cannot detect the log format: the input has no non-empty line; "
             "pass --format common|combined|'<LogFormat>'"
         )
+    if sum(1 for line in lines if _is_book_json(line)) >= AUTO_MIN_SHARE * len(lines):
+        return compile_format("json")
     for name in AUTO_CANDIDATES:
         fmt = compile_format(name)
         rx = fmt.python_regex
-        hits = sum(1 for line in lines if rx.match(line))
-        if hits >= AUTO_MIN_SHARE * len(lines):
+        body = [line for line in lines if not (fmt.header and line.startswith(fmt.header))]
+        hits = sum(1 for line in body if rx.match(line))
+        if body and hits >= AUTO_MIN_SHARE * len(body):
             return fmt
     raise LogFormatError(
         f"cannot detect the log format: fewer than {AUTO_MIN_SHARE:.0%} of the first "
-        f"{len(lines)} lines are Combined or Common Log Format (first line: {lines[0][:120]!r}); "
-        "pass --format with an Apache LogFormat string such as '%h %l %u %t \"%r\" %>s %b'"
+        f"{len(lines)} lines are Combined, Common, NASA TSV or book JSON "
+        f"(first line: {lines[0][:120]!r}); "
+        "pass --format json:FIELD=KEY,… for JSON lines, or an Apache LogFormat string such as "
+        "'%h %l %u %t \"%r\" %>s %b'"
     )
 
 

@@ -31,6 +31,17 @@ nginx ``log_format`` strings (``$remote_addr - $remote_user [$time_local] "$requ
 translated to the Apache directives above first; ``$request_time`` (seconds with a fraction)
 fills ``response_time_us``.
 
+Two more named formats:
+
+* ``nasa-tsv``: the tab-separated NASA files (``host, logname, time`` in epoch seconds,
+  ``method, url, response, bytes``; no protocol), the LogFormat
+  ``%h\t%l\t%{sec}t\t%m\t%U%q\t%>s\t%b``.
+  Their header line is skipped, not quarantined (:attr:`CompiledFormat.header`).
+* ``json``: one JSON object per line, read with ``from_json`` (no regular expression), keys
+  mapped to event fields. ``json`` alone maps the keys of the book's NASA data set
+  (:data:`JSON_BOOK_KEYS`: ``host``, ``timestamp``, ``request``, ``http_reply``, ``bytes``);
+  ``json:FIELD=KEY,…`` maps others (:func:`compile_json_format`).
+
 Leniency, on purpose:
 
 * a request line is split leniently, as real servers logged it: the method is the first word,
@@ -50,10 +61,23 @@ from dataclasses import dataclass
 
 from logstream.errors import LogFormatError
 
-__all__ = ["COMBINED", "COMMON", "NAMED_FORMATS", "CompiledFormat", "compile_format"]
+__all__ = [
+    "COMBINED",
+    "COMMON",
+    "JSON_BOOK_KEYS",
+    "JSON_FIELDS",
+    "NAMED_FORMATS",
+    "NASA_TSV",
+    "REQUEST_REGEX",
+    "CompiledFormat",
+    "compile_format",
+    "compile_json_format",
+]
 
 COMMON = '%h %l %u %t "%r" %>s %b'
 COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"'
+#: The NASA TSV files: epoch seconds, no protocol, a header line.
+NASA_TSV = "%h\t%l\t%{sec}t\t%m\t%U%q\t%>s\t%b"
 
 #: Named formats accepted wherever a format is asked for.
 NAMED_FORMATS: dict[str, str] = {
@@ -62,6 +86,38 @@ NAMED_FORMATS: dict[str, str] = {
     "combined": COMBINED,
     "nginx": '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
     '"$http_referer" "$http_user_agent"',
+    "nasa-tsv": NASA_TSV,
+}
+
+#: Header lines of named formats: skipped by the parser (a file's header is not a log line).
+_HEADERS: dict[str, str] = {"nasa-tsv": "host\tlogname\ttime\tmethod\turl\tresponse\tbytes"}
+
+#: Event fields a JSON key can fill (``request`` is a whole request line, split like ``%r``;
+#: ``event_time`` is ISO 8601, CLF time or epoch seconds/milliseconds).
+JSON_FIELDS: tuple[str, ...] = (
+    "client_host",
+    "ident",
+    "user",
+    "event_time",
+    "request",
+    "method",
+    "url_path",
+    "query_string",
+    "protocol",
+    "status",
+    "bytes_sent",
+    "referrer",
+    "user_agent",
+    "response_time_us",
+)
+
+#: ``--format json``: the keys of the book's NASA JSON data set (Ch. 10), by event field.
+JSON_BOOK_KEYS: dict[str, str] = {
+    "client_host": "host",
+    "event_time": "timestamp",
+    "request": "request",
+    "status": "http_reply",
+    "bytes_sent": "bytes",
 }
 
 # Character classes. U+0001 is the separator of the parser's split, so no field may hold it.
@@ -116,6 +172,15 @@ _NGINX_VARS: dict[str, str] = {
 
 _DIRECTIVE = re.compile(r"%([<>]?)(?:\{([^}]*)\})?([a-zA-Z%])")
 
+# a request line ``GET /path?query HTTP/1.0``, leniently (see the module notes): groups method,
+# path, query, protocol
+_REQUEST = (
+    f"(?:({_METHOD}) ++({_PATH_IN_QUOTES})(?:\\?({_QUERY_IN_QUOTES}))?"
+    f"(?:(?: ++{_WORD}){{0,{_MAX_SKIPPED_WORDS}}}? ++({_PROTOCOL}))?|){_QUOTED}"
+)
+#: A whole request line (a JSON ``request`` value): groups method, path, query, protocol.
+REQUEST_REGEX = f"^{_REQUEST}\\s*$"
+
 
 @dataclass(frozen=True)
 class CompiledFormat:
@@ -136,9 +201,15 @@ class CompiledFormat:
         ``response_time_s``/``response_time_us``/``response_time_s_frac``.
     time_kind : str
         How to read the ``time`` group: ``"pattern"`` (Spark datetime ``time_pattern``),
-        ``"epoch_s"``, ``"epoch_ms"`` or ``"epoch_s_frac"``.
+        ``"epoch_s"``, ``"epoch_ms"``, ``"epoch_s_frac"``, or ``"any"`` (JSON: ISO 8601,
+        then CLF time, then epoch seconds or milliseconds).
     time_pattern : str or None
         Spark datetime pattern when ``time_kind == "pattern"``.
+    header : str or None
+        A header line of the format (``nasa-tsv``): lines starting with it are skipped.
+    json_keys : tuple of (str, str)
+        For JSON formats (``regex`` empty): ``(field, key)`` pairs, the JSON key read into each
+        event field (``request`` for a whole request line).
     """
 
     name: str
@@ -147,10 +218,27 @@ class CompiledFormat:
     fields: tuple[str, ...]
     time_kind: str = "pattern"
     time_pattern: str | None = _CLF_TIME_PATTERN
+    header: str | None = None
+    json_keys: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_json(self) -> bool:
+        """Whether lines are JSON objects (read with ``from_json``, not a regex)."""
+        return bool(self.json_keys)
 
     @property
     def python_regex(self) -> re.Pattern[str]:
-        """The same regular expression compiled by Python's :mod:`re`."""
+        """The same regular expression compiled by Python's :mod:`re`.
+
+        Raises
+        ------
+        LogFormatError
+            For a JSON format, which has none.
+        """
+        if self.is_json:
+            raise LogFormatError(
+                f"log format {self.name!r} is JSON: it is read with from_json, not a regex"
+            )
         return re.compile(self.regex)
 
     def has(self, name: str) -> bool:
@@ -223,7 +311,10 @@ def compile_format(spec: str) -> CompiledFormat:
     True
     """
     name = spec
-    text = NAMED_FORMATS.get(spec.strip().lower())
+    key = spec.strip().lower()
+    if key == "json" or key.startswith("json:"):
+        return compile_json_format(spec.strip()[5:] if ":" in spec else None)
+    text = NAMED_FORMATS.get(key)
     if text is None:
         if "%" in spec:
             text = spec
@@ -232,7 +323,8 @@ def compile_format(spec: str) -> CompiledFormat:
         else:
             raise LogFormatError(
                 f"unknown log format {spec!r}: use one of {', '.join(sorted(NAMED_FORMATS))}, "
-                "'auto', or an Apache LogFormat string such as '%h %l %u %t \"%r\" %>s %b'"
+                "'auto', 'json', 'json:FIELD=KEY,…', or an Apache LogFormat string such as "
+                "'%h %l %u %t \"%r\" %>s %b'"
             )
     elif "$" in text and "%" not in text:
         text = _nginx_to_apache(text)
@@ -293,10 +385,7 @@ def compile_format(spec: str) -> CompiledFormat:
                 raise LogFormatError(
                     f"log format {spec!r}: %r must stand inside quotes, as in '\"%r\"'"
                 )
-            parts.append(
-                f"(?:({_METHOD}) ++({_PATH_IN_QUOTES})(?:\\?({_QUERY_IN_QUOTES}))?"
-                f"(?:(?: ++{_WORD}){{0,{_MAX_SKIPPED_WORDS}}}? ++({_PROTOCOL}))?|){_QUOTED}"
-            )
+            parts.append(_REQUEST)
             fields.extend(["method", "url_path", "query_string", "protocol"])
         elif code == "m":
             keep("method", value)
@@ -350,4 +439,78 @@ def compile_format(spec: str) -> CompiledFormat:
         fields=tuple(fields),
         time_kind=time_kind,
         time_pattern=time_pattern,
+        header=_HEADERS.get(key),
+    )
+
+
+def compile_json_format(mapping: str | None = None) -> CompiledFormat:
+    """A JSON-lines format: which JSON key fills which event field.
+
+    Parameters
+    ----------
+    mapping : str, optional
+        ``FIELD=KEY`` pairs separated by commas, FIELD from :data:`JSON_FIELDS`
+        (``client_host=ip,event_time=ts,request=req,status=code,bytes_sent=size``). Keys are
+        top-level keys of the objects. None: :data:`JSON_BOOK_KEYS`, the book's NASA data set.
+
+    Returns
+    -------
+    CompiledFormat
+        ``json_keys`` set, ``regex`` empty, ``fields`` the event fields filled (``request``
+        stands for ``method``, ``url_path``, ``query_string`` and ``protocol``), ``time_kind``
+        ``"any"``.
+
+    Raises
+    ------
+    LogFormatError
+        When a pair is not ``FIELD=KEY``, a field is unknown or repeated, or ``client_host``,
+        ``event_time`` or ``status`` is not mapped.
+
+    Examples
+    --------
+    >>> compile_json_format().fields[:4]
+    ('client_host', 'time', 'method', 'url_path')
+    >>> compile_json_format("client_host=ip,event_time=ts,status=code").json_keys
+    (('client_host', 'ip'), ('event_time', 'ts'), ('status', 'code'))
+    """
+    pairs: dict[str, str] = {}
+    if mapping is None:
+        pairs = dict(JSON_BOOK_KEYS)
+    else:
+        for item in (p.strip() for p in mapping.split(",")):
+            field_name, eq, json_key = (t.strip() for t in item.partition("="))
+            if not (eq and field_name and json_key):
+                raise LogFormatError(
+                    f"JSON field mapping {mapping!r}: {item!r} is not FIELD=KEY "
+                    "(e.g. --format 'json:client_host=host,event_time=timestamp,status=code')"
+                )
+            if field_name not in JSON_FIELDS:
+                raise LogFormatError(
+                    f"JSON field mapping {mapping!r}: unknown field {field_name!r}; "
+                    f"fields: {', '.join(JSON_FIELDS)}"
+                )
+            if field_name in pairs:
+                raise LogFormatError(f"JSON field mapping {mapping!r}: {field_name!r} twice")
+            pairs[field_name] = json_key
+    missing = [f for f in ("client_host", "event_time", "status") if f not in pairs]
+    if missing:
+        raise LogFormatError(
+            f"JSON field mapping {mapping!r} does not map {', '.join(missing)}: every event "
+            "needs a client, an event time and a status"
+        )
+    fields: list[str] = []
+    for field_name in pairs:
+        if field_name == "request":
+            fields.extend(["method", "url_path", "query_string", "protocol"])
+        else:
+            fields.append("time" if field_name == "event_time" else field_name)
+    spec = "json" if mapping is None else f"json:{mapping}"
+    return CompiledFormat(
+        name=spec,
+        log_format=spec,
+        regex="",
+        fields=tuple(fields),
+        time_kind="any",
+        time_pattern=None,
+        json_keys=tuple(pairs.items()),
     )

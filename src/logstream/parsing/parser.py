@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from logstream.parsing.logformat import CompiledFormat
+from logstream.parsing.logformat import REQUEST_REGEX, CompiledFormat
 from logstream.schema import EVENT_COLUMNS
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ __all__ = ["REASON_COLUMN", "events", "parse", "quarantine"]
 REASON_COLUMN = "quarantine_reason"
 
 _SEP = "\x01"
+_CLF_TIME_PATTERN = "dd/MMM/yyyy:HH:mm:ss Z"
+_CORRUPT = "_corrupt_record"
 _DASH_IS_NULL = ("ident", "user", "referrer", "user_agent")
 
 
@@ -38,6 +40,15 @@ def _null_if_empty(col: Column, dash_is_null: bool = False) -> Column:
 
 
 def _time_column(raw: Column, fmt: CompiledFormat) -> Column:
+    if fmt.time_kind == "any":  # JSON: ISO 8601, CLF time, epoch seconds or milliseconds
+        epoch = raw.try_cast("bigint")
+        return F.coalesce(
+            F.try_to_timestamp(raw),
+            F.try_to_timestamp(raw, F.lit(_CLF_TIME_PATTERN)),
+            F.when(epoch >= 100_000_000_000, F.timestamp_millis(epoch)).otherwise(
+                F.timestamp_seconds(epoch)
+            ),
+        )
     if fmt.time_kind == "epoch_s":
         return F.timestamp_seconds(raw.try_cast("bigint"))
     if fmt.time_kind == "epoch_ms":
@@ -72,17 +83,21 @@ def parse(lines: DataFrame, fmt: CompiledFormat) -> DataFrame:
     become null, ``bytes_sent`` becomes 0. Fields the format does not have are null.
     """
     value = F.col("value")
-    replacement = "".join(f"{_SEP}${i}" for i in range(1, len(fmt.fields) + 1))
-    rewritten = F.regexp_replace(value, F.lit(fmt.regex), F.lit(replacement))
-    matched = rewritten.startswith(_SEP) & ~value.contains(_SEP)
-
-    staged = lines.select(
-        value.alias("raw_line"),
-        F.col("source_file"),
-        matched.alias("_matched"),
-        F.split(rewritten, _SEP).alias("_f"),
-    )
-    group = {name: F.get(F.col("_f"), i + 1) for i, name in enumerate(fmt.fields)}
+    if fmt.header is not None:  # a file's header line is not a log line
+        lines = lines.where(~value.startswith(fmt.header))
+    if fmt.is_json:
+        staged, group = _json_fields(lines, fmt)
+    else:
+        replacement = "".join(f"{_SEP}${i}" for i in range(1, len(fmt.fields) + 1))
+        rewritten = F.regexp_replace(value, F.lit(fmt.regex), F.lit(replacement))
+        matched = rewritten.startswith(_SEP) & ~value.contains(_SEP)
+        staged = lines.select(
+            value.alias("raw_line"),
+            F.col("source_file"),
+            matched.alias("_matched"),
+            F.split(rewritten, _SEP).alias("_f"),
+        )
+        group = {name: F.get(F.col("_f"), i + 1) for i, name in enumerate(fmt.fields)}
 
     def field(name: str) -> Column:
         if name not in group:
@@ -90,6 +105,8 @@ def parse(lines: DataFrame, fmt: CompiledFormat) -> DataFrame:
         return _null_if_empty(group[name], dash_is_null=name in _DASH_IS_NULL)
 
     bytes_raw = group.get("bytes_sent", F.lit("0"))
+    if fmt.is_json:  # an absent or null size is "-": nothing sent
+        bytes_raw = F.coalesce(bytes_raw, F.lit("-"))
     bytes_sent = F.when(bytes_raw == "-", F.lit(0).cast("bigint")).otherwise(
         bytes_raw.try_cast("bigint")
     )
@@ -132,6 +149,51 @@ def parse(lines: DataFrame, fmt: CompiledFormat) -> DataFrame:
         .when(F.col("bytes_sent").isNull() | (F.col("bytes_sent") < 0), F.lit("bad_bytes"))
     )
     return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN))
+
+
+def _json_fields(lines: DataFrame, fmt: CompiledFormat) -> tuple[DataFrame, dict[str, Column]]:
+    """Stage JSON-lines input: one ``from_json`` per line (every mapped key read as text, so
+    ``200`` and ``"200"`` both parse), a request line split by :data:`REQUEST_REGEX` (one
+    ``regexp_replace`` + ``split``, as for text lines). A line that is not a JSON object does
+    not match (``columnNameOfCorruptRecord``)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    keys = dict(fmt.json_keys)
+    names = list(dict.fromkeys(keys.values()))
+    schema = StructType(
+        [StructField(k, StringType(), True) for k in names]
+        + [StructField(_CORRUPT, StringType(), True)]
+    )
+    obj = F.from_json(
+        F.col("value"), schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    )
+    value = F.col("value")
+    staged = lines.select(value.alias("raw_line"), F.col("source_file"), obj.alias("_j")).select(
+        "raw_line",
+        "source_file",
+        "_j",
+        (
+            F.col("_j").isNotNull()
+            & F.col(f"_j.{_CORRUPT}").isNull()
+            & F.ltrim(F.col("raw_line")).startswith("{")
+            & ~F.col("raw_line").contains(_SEP)
+        ).alias("_matched"),
+    )
+    group: dict[str, Column] = {}
+    for field_name, key in keys.items():
+        text = F.col("_j").getField(key)
+        if field_name == "request":
+            parts = F.split(
+                F.regexp_replace(
+                    text, F.lit(REQUEST_REGEX), F.lit(f"{_SEP}$1{_SEP}$2{_SEP}$3{_SEP}$4")
+                ),
+                _SEP,
+            )
+            for i, name in enumerate(("method", "url_path", "query_string", "protocol")):
+                group[name] = F.get(parts, i + 1)
+        else:
+            group["time" if field_name == "event_time" else field_name] = text
+    return staged, group
 
 
 def events(parsed: DataFrame) -> DataFrame:
