@@ -99,15 +99,18 @@ def spark_interval(text: str) -> str:
 
 def trigger_value(text: str) -> str:
     """A ``--trigger`` option: ``available-now`` (any spelling) or a processing-time interval
-    (:func:`spark_interval`).
+    (:func:`spark_interval`); zero (``0``, ``0s``, ``0 seconds``) is Spark's "as fast as
+    possible": each micro-batch starts as soon as the previous one ends (``docs/triggers.md``).
 
     Raises
     ------
     ValueError
-        When ``text`` is neither.
+        When ``text`` is neither, or a negative interval.
     """
     if text.strip().lower().replace("_", "-") in ("available-now", "availablenow"):
         return "available-now"
+    if text.strip() == "0" or interval_seconds(text) == 0:
+        return "0 seconds"
     return spark_interval(text)
 
 
