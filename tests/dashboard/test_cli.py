@@ -19,7 +19,7 @@ from logstream.errors import ConfigError
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--store", "postgres://db/live"], "store 'postgres://db/live' is not supported"),
+        (["--store", "mysql://db/live"], "store 'mysql://db/live' is not supported"),
         (["--store", "out/logstream.db"], "use sqlite:///PATH"),
         (["--port", "70000"], "port 70000 is not a TCP port: use 1–65535"),
         (["--refresh", "0.1"], "--refresh 0.1 is out of range"),

@@ -24,7 +24,7 @@ def test_intervals_are_read_in_seconds(text, seconds):
         ({"watermark": "ten minutes"}, "'ten minutes' is not an interval"),
         ({"trigger": "soon"}, "'soon' is not an interval"),
         ({"dedup_window": "a while"}, "'a while' is not an interval"),
-        ({"store": "postgres://x"}, "use sqlite:///PATH"),
+        ({"store": "mysql://x"}, "use sqlite:///PATH"),
         ({"input_dir": None}, "needs --input-dir"),
         ({"source": "socket", "socket": "localhost"}, "not HOST:PORT"),
         ({"source": "socket", "socket": "localhost:9999"}, "--format auto needs files"),

@@ -15,7 +15,11 @@ from logstream.errors import ConfigError
 def dashboard(
     store: Annotated[
         str,
-        typer.Option("--store", help="Serving store URL written by `logstream run --store`."),
+        typer.Option(
+            "--store",
+            help="Serving store URL written by `logstream run --store`: sqlite:///PATH or "
+            "postgresql://USER@HOST:PORT/DBNAME (docs/serving.md).",
+        ),
     ] = "sqlite:///out/logstream.db",
     host: Annotated[
         str,
@@ -58,23 +62,33 @@ def dashboard(
 
     Example: logstream dashboard --store sqlite:///out/logstream.db --port 8050
     """
-    from logstream.dashboard import serve_dashboard, store_path_from_url
+    from logstream.dashboard import serve_dashboard
+    from logstream.serving import store_file
 
-    path = store_path_from_url(store)
+    path = store_file(store)
     if not 0.5 <= refresh <= 60:
         raise ConfigError(f"--refresh {refresh:g} is out of range: use 0.5–60 seconds (e.g. 2)")
     if top is not None and not 1 <= top <= 1000:
         raise ConfigError(f"--top {top} is out of range: use 1–1000 (e.g. 10)")
+    if path is None:  # PostgreSQL: a bad URL or an unreachable server stops here
+        from logstream.serving.postgres import check_server, redact_url
+
+        check_server(store)
+    shown = redact_url(store) if path is None else str(path)
 
     def ready(url: str) -> None:
-        waiting = "" if path.exists() else " (it does not exist yet: the page waits for it)"
+        waiting = (
+            " (it does not exist yet: the page waits for it)"
+            if path is not None and not path.exists()
+            else ""
+        )
         err_console.print(
-            f"dashboard on [bold]{url}[/bold] reading {path}{waiting}; Ctrl-C to stop",
+            f"dashboard on [bold]{url}[/bold] reading {shown}{waiting}; Ctrl-C to stop",
             highlight=False,
         )
 
     serve_dashboard(
-        path,
+        store if path is None else path,
         host,
         port,
         refresh_s=refresh,

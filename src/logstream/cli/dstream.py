@@ -102,6 +102,12 @@ def _make_dirs(*options: tuple[str, Path]) -> None:
     """Create each ``(option, directory)`` before Spark starts; one that cannot be created is
     a ConfigError naming the option, the path and the reason."""
     for option, path in options:
+        if option == "--store" and str(path).startswith(("postgresql:", "postgres:")):
+            raise ConfigError(
+                f"--store {str(path)!r}… is a PostgreSQL URL: the DStream edition writes a "
+                "SQLite file only; give a file path (e.g. --store out/dstream/logstream.db), or "
+                "use logstream run --store postgresql://… for a PostgreSQL store"
+            )
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

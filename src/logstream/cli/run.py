@@ -193,7 +193,8 @@ def run(
         str | None,
         typer.Option(
             "--store",
-            help="Serving store URL for live views, sqlite:///PATH "
+            help="Serving store URL for live views, sqlite:///PATH or "
+            "postgresql://USER@HOST:PORT/DBNAME (docs/serving.md) "
             "[default: OUTPUT_DIR/logstream.db]. A store belongs to the --state-dir that feeds it.",
         ),
     ] = None,
@@ -464,9 +465,9 @@ def run(
         )
         # a store or output directory of another checkpoint stops the run before the JVM starts
         from logstream.pipeline.identity import claim
-        from logstream.serving import ServingStore
+        from logstream.serving import open_store
 
-        claim(cfg.state_dir, cfg.output_dir, ServingStore(cfg.store_path))
+        claim(cfg.state_dir, cfg.output_dir, open_store(cfg.store_url))
     owns_session = SparkSession.getActiveSession() is None
     ref: list[Any] = []
     printer = None if v["quiet"] else _progress_printer(ref)
@@ -509,7 +510,7 @@ def run(
                 from logstream.dashboard.app import start_dashboard_thread
 
                 server = start_dashboard_thread(
-                    cfg.store_path,
+                    cfg.store_url,
                     v["host"],
                     v["port"],
                     top=cfg.top,

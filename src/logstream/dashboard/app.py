@@ -64,6 +64,7 @@ from logstream.dashboard.layout import (
     trending_panel,
 )
 from logstream.errors import ConfigError
+from logstream.serving.postgres import redact_url
 
 __all__ = [
     "DEFAULT_HOST",
@@ -282,7 +283,8 @@ def create_app(
     Parameters
     ----------
     store_path : Path or str
-        The SQLite serving store (it may not exist yet: the page waits for it).
+        The SQLite serving store (it may not exist yet: the page waits for it), or a
+        ``postgresql://`` URL (:func:`~logstream.dashboard.data.read_snapshot`).
     refresh_s : float
         Seconds between refreshes of the page (1–2 s is the intended range).
     top : int, optional
@@ -293,7 +295,8 @@ def create_app(
         Output directory of ``logstream devices run``: adds the devices panel
         (:mod:`logstream.dashboard.devices`).
     """
-    store_path = Path(store_path)
+    if not str(store_path).startswith(("postgresql://", "postgres://")):
+        store_path = Path(store_path)  # a PostgreSQL URL stays a URL (read_snapshot takes both)
     app = Dash(
         __name__,
         serve_locally=True,
@@ -307,7 +310,8 @@ def create_app(
     refresh_ms = max(250, int(refresh_s * 1000))
 
     def layout() -> Any:
-        page = build_layout(refresh_ms, spark_ui_url or _spark_ui_for_request(), str(store_path))
+        label = redact_url(str(store_path))
+        page = build_layout(refresh_ms, spark_ui_url or _spark_ui_for_request(), label)
         if devices_dir is not None:
             page.children[1].children.insert(3, devices_row())  # after the KPIs
         return page

@@ -1,16 +1,20 @@
 """What the dashboard shows, read from the serving store in one read-only snapshot.
 
-Every refresh opens a new read-only connection (:class:`~logstream.serving.ServingStore` with
-``read_only=True``), starts one read transaction, runs the queries below and closes it. All
-numbers of one refresh therefore come from the same committed state of the store (WAL mode:
-the pipeline keeps writing meanwhile), and a store that is replaced or created between two
-refreshes is picked up by the next one. Nothing here imports Spark.
+Every refresh takes a read-only connection (:func:`~logstream.serving.open_store` with
+``read_only=True``: a new SQLite connection, or one of the dashboard process's pool for a
+PostgreSQL store), starts one read transaction (``REPEATABLE READ READ ONLY`` on PostgreSQL),
+runs the queries below and ends it. All numbers of one refresh therefore come from the same
+committed state of the store (SQLite's WAL mode, PostgreSQL's MVCC: the pipeline keeps
+writing meanwhile), and a SQLite store that is replaced or created between two refreshes is
+picked up by the next one. The SQL is the same for both databases (PostgreSQL's schema has
+SQLite's ``unixepoch`` and the ledger's ``rowid``). Nothing here imports Spark.
 
 The store's state decides what the page says (:attr:`Snapshot.state`):
 
-``missing``     the file does not exist yet ("waiting for data…");
-``waiting``     the file exists but holds no table or no committed micro-batch yet;
-``unreadable``  SQLite cannot read it (not a database, locked for too long …);
+``missing``     the SQLite file does not exist yet ("waiting for data…");
+``waiting``     the store exists but holds no table or no committed micro-batch yet;
+``unreadable``  the database cannot be read (not a database, locked for too long, the
+                PostgreSQL server unreachable …);
 ``ok``          data to show; :attr:`Snapshot.stale` is set when no micro-batch was committed
                 for a while (the pipeline is stopped or idle: an older run's data), and
                 :attr:`Snapshot.notes` names the parts an older store does not have.
@@ -39,14 +43,18 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import psycopg
+
 from logstream.errors import ConfigError
-from logstream.serving import ServingStore
+from logstream.serving import ServingStore, open_store
+from logstream.serving.store import missing_schema
 
 __all__ = [
     "DEFAULT_RANGE",
@@ -119,13 +127,17 @@ INGEST_QUERY = "ingest"
 
 State = Literal["missing", "waiting", "unreadable", "ok"]
 T = TypeVar("T")
+#: A connection of the refresh's read transaction: :class:`sqlite3.Connection`, or the
+#: PostgreSQL store's (the same ``execute`` calls and rows).
+Connection = Any
 
 
 # -- small helpers ---------------------------------------------------------------------------
 
 
 def store_path_from_url(url: str) -> Path:
-    """The file of a serving-store URL ``sqlite:///PATH``.
+    """The file of a serving-store URL ``sqlite:///PATH`` (:func:`logstream.serving.
+    store_file` also accepts ``postgresql://`` URLs).
 
     Raises
     ------
@@ -496,7 +508,7 @@ class Snapshot:
 
     state: State
     message: str
-    store_path: Path
+    store_path: Path | str  #: the SQLite file, or the PostgreSQL URL (password masked)
     filters: Filters
     read_at: str = ""
     stale: str | None = None
@@ -555,7 +567,8 @@ def read_snapshot(
     Parameters
     ----------
     path : Path or str
-        The SQLite serving store (it may not exist yet).
+        The SQLite serving store (a path or a ``sqlite:///`` URL; it may not exist yet), or
+        a ``postgresql://`` URL.
     filters : Filters, optional
         Time range, URL prefix, status classes (default: :class:`Filters` defaults).
     top : int, optional
@@ -569,11 +582,17 @@ def read_snapshot(
     Returns
     -------
     Snapshot
-        ``state`` tells whether there is data; every error of SQLite becomes a message.
+        ``state`` tells whether there is data; every error of the database becomes a
+        message.
     """
-    path = Path(path)
     filters = filters or Filters()
     now = now or datetime.now(UTC)
+    text = str(path)
+    if text.startswith(("postgresql://", "postgres://")):
+        return _read_postgres(text, filters, top, now, stale_after_s)
+    if text.startswith("sqlite:///"):
+        path = store_path_from_url(text)
+    path = Path(path)
     base = {"store_path": path, "filters": filters, "read_at": now.strftime("%H:%M:%S UTC")}
     if not path.exists():
         return Snapshot(
@@ -584,13 +603,8 @@ def read_snapshot(
         )
     try:
         store = ServingStore(path, read_only=True)
-        with store.connection() as conn:
-            conn.execute("PRAGMA busy_timeout = 2000")
-            conn.execute("BEGIN")  # one read transaction: a consistent snapshot
-            try:
-                return _read(conn, path, base, filters, top, now, stale_after_s)
-            finally:
-                conn.rollback()
+        with store.read_transaction() as conn:  # one read transaction: a consistent snapshot
+            return _read(conn, base, filters, top, now, stale_after_s)
     except sqlite3.OperationalError as exc:
         text = str(exc)
         if "no such table" in text:
@@ -615,9 +629,51 @@ def read_snapshot(
         )
 
 
+#: The dashboard process's PostgreSQL readers (one connection pool per URL).
+_PG_READERS: dict[str, ServingStore] = {}
+_PG_LOCK = threading.Lock()
+
+
+def _pg_reader(url: str) -> ServingStore:
+    with _PG_LOCK:
+        if url not in _PG_READERS:
+            _PG_READERS[url] = open_store(url, read_only=True)
+        return _PG_READERS[url]
+
+
+def _read_postgres(
+    url: str, filters: Filters, top: int | None, now: datetime, stale_after_s: float
+) -> Snapshot:
+    """:func:`read_snapshot` of a PostgreSQL store, through the process's pool for ``url``."""
+    try:
+        store = _pg_reader(url)
+    except ConfigError as exc:  # a malformed URL: never valid, say so on the page
+        return Snapshot(
+            state="unreadable", message=str(exc), store_path=url, filters=filters, read_at=""
+        )
+    base = {"store_path": store.url, "filters": filters, "read_at": now.strftime("%H:%M:%S UTC")}
+    try:
+        with store.read_transaction() as conn:  # REPEATABLE READ READ ONLY: one snapshot
+            return _read(conn, base, filters, top, now, stale_after_s)
+    except psycopg.Error as exc:
+        if missing_schema(exc):
+            return Snapshot(
+                state="waiting",
+                message=f"Waiting for data… the store {store.url} has no tables yet (start "
+                f"the pipeline with: logstream run --store {store.url}).",
+                **base,
+            )
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return Snapshot(
+            state="unreadable",
+            message=f"Cannot read the store {store.url} right now ({reason}); retrying at "
+            "the next refresh.",
+            **base,
+        )
+
+
 def _read(
-    conn: sqlite3.Connection,
-    path: Path,
+    conn: Connection,
     base: dict[str, Any],
     filters: Filters,
     top: int | None,
@@ -762,7 +818,7 @@ DIMENSION_SERIES = 8
 
 
 def _dimension(
-    conn: sqlite3.Connection,
+    conn: Connection,
     dimension: str,
     keys: tuple[str, ...],
     range_start: str | None,
@@ -803,8 +859,8 @@ def _section(notes: list[str], table: str, read: Callable[[], T], default: T) ->
     """Run one part of the refresh; a table an older store lacks becomes a note."""
     try:
         return read()
-    except sqlite3.OperationalError as exc:
-        if "no such" not in str(exc):  # "no such table" / "no such column": older schema
+    except (sqlite3.OperationalError, psycopg.Error) as exc:
+        if not missing_schema(exc):  # "no such table" / "no such column": older schema
             raise
         notes.append(
             f"This store has no usable {table} table ({exc}): it was written by an older "
@@ -813,9 +869,7 @@ def _section(notes: list[str], table: str, read: Callable[[], T], default: T) ->
         return default
 
 
-def _window_seconds(
-    conn: sqlite3.Connection, state: dict[str, str], key: str, table: str
-) -> float | None:
+def _window_seconds(conn: Connection, state: dict[str, str], key: str, table: str) -> float | None:
     """Width of the windows of ``table``, seconds: as the pipeline recorded it in
     ``pipeline_state`` under ``key``, else that of the newest window; None without either."""
     recorded = _interval_s(state.get(key))
@@ -836,7 +890,7 @@ def _bucket_seconds(window_s: float, span_s: float) -> int:
 
 
 def _traffic(
-    conn: sqlite3.Connection,
+    conn: Connection,
     state: dict[str, str],
     filters: Filters,
     newest_s: float,
@@ -880,7 +934,7 @@ def _traffic(
     return out
 
 
-def _visitors(conn: sqlite3.Connection, range_start: str | None, bucket: int) -> Visitors:
+def _visitors(conn: Connection, range_start: str | None, bucket: int) -> Visitors:
     where, params = ("", ()) if range_start is None else ("WHERE window_start >= ?", (range_start,))
     rows = conn.execute(
         f"SELECT (unixepoch(window_start) / {bucket}) * {bucket} AS t, AVG(visitors), "
@@ -896,13 +950,13 @@ def _visitors(conn: sqlite3.Connection, range_start: str | None, bucket: int) ->
 
 
 def _latest_window(
-    conn: sqlite3.Connection, table: str, watermark_s: float, order: str
+    conn: Connection, table: str, watermark_s: float, order: str
 ) -> tuple[str, str, bool] | None:
     """The window a panel of ``table`` shows: the latest complete one, else the newest open one.
 
     Parameters
     ----------
-    conn : sqlite3.Connection
+    conn : Connection
         The refresh's read transaction.
     table : str
         A table of windows (``window_start``, ``window_end``: ISO UTC text).
@@ -926,7 +980,7 @@ def _latest_window(
 
 
 def _trending(
-    conn: sqlite3.Connection,
+    conn: Connection,
     state: dict[str, str],
     filters: Filters,
     watermark_s: float,
@@ -986,7 +1040,7 @@ def _trending(
     )
 
 
-def _health(conn: sqlite3.Connection, last: sqlite3.Row | None, state: dict[str, str]) -> Health:
+def _health(conn: Connection, last: Any, state: dict[str, str]) -> Health:
     health = Health()
     analytics_rows = state.get("analytics_state_rows")
     if last is not None:
@@ -1024,7 +1078,7 @@ def _health(conn: sqlite3.Connection, last: sqlite3.Row | None, state: dict[str,
 
 
 def _examples(
-    conn: sqlite3.Connection, notes: list[str]
+    conn: Connection, notes: list[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     def latest(table: str) -> list[dict[str, Any]]:
         sql = f"SELECT * FROM {table} ORDER BY seq DESC LIMIT {EXAMPLES_SHOWN}"
@@ -1033,7 +1087,7 @@ def _examples(
     return latest("late_examples"), latest("quarantine_examples")
 
 
-def _alerts(conn: sqlite3.Connection, range_start: str | None) -> Alerts:
+def _alerts(conn: Connection, range_start: str | None) -> Alerts:
     """The newest alerts and the site-wide request alerts of the range (``alerts`` holds at
     most 500 rows: no index needed)."""
     cols = "window_start, window_end, series, metric, value, mean, std, z, direction"
@@ -1058,7 +1112,7 @@ def _alerts(conn: sqlite3.Connection, range_start: str | None) -> Alerts:
 BOTS_SHOWN = 15
 
 
-def _bots(conn: sqlite3.Connection, range_start: str | None) -> Bots:
+def _bots(conn: Connection, range_start: str | None) -> Bots:
     """The newest flagged client windows and the totals of the range (``bot_scores`` holds
     at most 500 rows, ``bot_windows`` a row per client window)."""
     latest = conn.execute(
@@ -1076,15 +1130,15 @@ def _bots(conn: sqlite3.Connection, range_start: str | None) -> Bots:
 
 
 def _top_clients(
-    conn: sqlite3.Connection, state: dict[str, str], watermark_s: float, top: int
+    conn: Connection, state: dict[str, str], watermark_s: float, top: int
 ) -> TopClients | None:
     """Top clients of the latest complete clients window, else of the newest open one."""
     latest = _latest_window(conn, "top_clients", watermark_s, "window_end DESC")
     if latest is None:
         return None
     start, end, complete = latest
-    # ``+window_start``: keep the (window_end, requests DESC) index for the ranking
-    where = "WHERE window_end = ? AND +window_start = ?"
+    # ``window_start || ''``: keep the (window_end, requests DESC) index for the ranking
+    where = "WHERE window_end = ? AND window_start || '' = ?"
     by_requests = conn.execute(
         f"SELECT client_host, requests, bytes FROM top_clients {where} "
         "ORDER BY requests DESC, client_host LIMIT ?",
@@ -1113,9 +1167,7 @@ def _top_clients(
     )
 
 
-def _sessions(
-    conn: sqlite3.Connection, state: dict[str, str], range_start: float | None
-) -> Sessions:
+def _sessions(conn: Connection, state: dict[str, str], range_start: float | None) -> Sessions:
     """Session statistics of the windows overlapping the range (``window_end > range
     start``, read by ``window_start``) and the longest of the kept sessions."""
     window_s = _window_seconds(conn, state, "session_stats_window", "session_stats")

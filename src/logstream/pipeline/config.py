@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from logstream.config import config_error
+from logstream.errors import ConfigError
 
 __all__ = [
     "DEFAULT_STORE_NAME",
@@ -153,7 +154,8 @@ class PipelineConfig(BaseModel):
     state_dir : Path
         Root of the checkpoints, one sub-directory per query.
     store : str, optional
-        Serving store URL, ``sqlite:///PATH``; default ``OUTPUT_DIR/logstream.db``, so two
+        Serving store URL, ``sqlite:///PATH`` or ``postgresql://USER@HOST:PORT/DBNAME``
+        (``docs/serving.md``); default ``OUTPUT_DIR/logstream.db``, so two
         runs with different output directories never share a store by accident. A store
         belongs to the checkpoint that fed it (:mod:`logstream.pipeline.identity`).
     watermark : str
@@ -356,9 +358,10 @@ class PipelineConfig(BaseModel):
     def _store(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        if not value.startswith("sqlite:///"):
+        if not value.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ValueError(
-                f"store {value!r} is not supported: use sqlite:///PATH (e.g. sqlite:///out/logstream.db)"
+                f"store {value!r} is not supported: use sqlite:///PATH (e.g. "
+                "sqlite:///out/logstream.db) or postgresql://USER@HOST:PORT/DBNAME"
             )
         return value
 
@@ -421,14 +424,25 @@ class PipelineConfig(BaseModel):
 
     @property
     def store_path(self) -> Path:
-        """Filesystem path of the SQLite serving store (absolute)."""
+        """Filesystem path of the SQLite serving store (absolute).
+
+        Raises
+        ------
+        ConfigError
+            When the store is a PostgreSQL database (use :attr:`store_url`).
+        """
         if self.store is None:
             return self.output_dir / DEFAULT_STORE_NAME
+        if not self.store.startswith("sqlite:///"):
+            raise ConfigError(f"store {self.store!r} is a database, not a file: use store_url")
         return Path(self.store.removeprefix("sqlite:///")).expanduser().absolute()
 
     @property
     def store_url(self) -> str:
-        """The serving store's URL, ``sqlite:///`` and its absolute path."""
+        """The serving store's URL: ``sqlite:///`` and its absolute path, or the
+        ``postgresql://`` URL as given (:func:`logstream.serving.open_store` opens either)."""
+        if self.store is not None and not self.store.startswith("sqlite:///"):
+            return self.store
         return f"sqlite:///{self.store_path}"
 
     @property

@@ -94,7 +94,7 @@ def claim(state_dir: Path, output_dir: Path, store: ServingStore) -> str:
     owner = store.get_state("state_dir")
     output_id = _read(output_dir / OUTPUT_ID_FILE)
     published = _published(output_dir)
-    store_url = f"sqlite:///{store.path}"
+    store_url = store.url
     continue_owner = f", or --state-dir {owner} to continue that pipeline" if owner else ""
 
     if store_id is None:

@@ -58,7 +58,7 @@ from logstream.pipeline.state import StateSnapshots
 from logstream.reference import ReferenceTables
 from logstream.replay import open_log
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
-from logstream.serving import ServingStore
+from logstream.serving import open_store
 from logstream.session import SPARK_LOG_LEVEL
 from logstream.sinks import ensure_schema
 from logstream.sinks.gate import StopGate, is_stop_requested
@@ -160,7 +160,7 @@ class Pipeline:
             # every event would be "unknown": a view that costs and says nothing
             log.info("format %s has no user agent: traffic_by_agent is not computed", self.fmt.name)
             self.outputs = tuple(q for q in self.outputs if q != "traffic_by_agent")
-        self.store = ServingStore(self.cfg.store_path)
+        self.store = open_store(self.cfg.store_url)
         self.pipeline_id = claim(self.cfg.state_dir, self.cfg.output_dir, self.store)
         self.store.set_state(
             {

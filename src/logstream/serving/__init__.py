@@ -1,5 +1,72 @@
-"""Serving: the store the dashboard reads (SQLite)."""
+"""Serving: the store the dashboard reads (SQLite by default, or PostgreSQL).
 
+:func:`open_store` opens the store of a ``--store`` URL: ``sqlite:///PATH`` gives a
+:class:`ServingStore`, ``postgresql://…`` a :class:`~logstream.serving.postgres.PostgresStore`
+(imported on first use). See ``docs/serving.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logstream.errors import ConfigError
 from logstream.serving.store import EXAMPLES_KEPT, IngestBatchWrite, ServingStore
 
-__all__ = ["EXAMPLES_KEPT", "IngestBatchWrite", "ServingStore"]
+__all__ = ["EXAMPLES_KEPT", "IngestBatchWrite", "ServingStore", "open_store", "store_file"]
+
+_URL_FORMS = (
+    "use sqlite:///PATH (e.g. sqlite:///out/logstream.db) or "
+    "postgresql://USER@HOST:PORT/DBNAME (e.g. postgresql://logstream@127.0.0.1:5432/logstream)"
+)
+
+
+def store_file(url: str) -> Path | None:
+    """The file of a ``sqlite:///PATH`` URL; None for a PostgreSQL URL.
+
+    Raises
+    ------
+    ConfigError
+        When ``url`` is neither form.
+
+    Examples
+    --------
+    >>> store_file("sqlite:///out/logstream.db"), store_file("postgresql://me@db/logs")
+    (PosixPath('out/logstream.db'), None)
+    """
+    if url.startswith(("postgresql://", "postgres://")):
+        return None
+    if not url.startswith("sqlite:///") or url == "sqlite:///":
+        raise ConfigError(f"store {url!r} is not supported: {_URL_FORMS}")
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def open_store(url: str, read_only: bool = False) -> ServingStore:
+    """The serving store of ``url`` (``sqlite:///PATH`` or ``postgresql://…``).
+
+    Parameters
+    ----------
+    url : str
+        The store URL, as given to ``--store``.
+    read_only : bool
+        For readers (the dashboard): a SQLite file must exist, PostgreSQL transactions are
+        read-only, and no schema is created.
+
+    Returns
+    -------
+    ServingStore
+        A :class:`ServingStore` or a :class:`~logstream.serving.postgres.PostgresStore`;
+        both have the same methods.
+
+    Raises
+    ------
+    ConfigError
+        When ``url`` is neither form, or a writable PostgreSQL server cannot be reached.
+    sqlite3.OperationalError
+        When a read-only SQLite store does not exist.
+    """
+    path = store_file(url)
+    if path is None:
+        from logstream.serving.postgres import PostgresStore
+
+        return PostgresStore(url, read_only=read_only)
+    return ServingStore(path.expanduser(), read_only=read_only)

@@ -1,18 +1,27 @@
-"""The serving store: live views of the stream in one SQLite file, for the dashboard.
+"""The serving store: live views of the stream, in one SQLite file or a PostgreSQL database.
+
+:class:`ServingStore` is the SQLite store, the embedded default; :class:`~logstream.serving.
+postgres.PostgresStore` (``postgresql://`` URLs, :func:`~logstream.serving.open_store`) runs
+the same SQL with the same tables on PostgreSQL. The business logic below (upserts, ledger,
+the latest rows kept) is written once; the few SQL dialect differences live in
+:class:`Dialect`. See ``docs/serving.md`` for which store to use when.
 
 Delivery guarantee: **exactly-once per micro-batch**. The ingest stage writes each micro-batch
-in one SQLite transaction that (1) checks the ledger for the batch id, (2) sets the merged
-values of every window the batch changed (traffic, visitors, trending pages, clients, the
-reference-data views: an upsert that *replaces*, so it is idempotent by itself; trending,
-client and reference-data windows older than the retention are pruned first), (3) bumps the
-counters and keeps the latest examples, closed sessions and alerts, merges the session
-statistics, (4) records the new maximum event time, and (5) inserts the batch id into
-``ledger``. A micro-batch that Spark replays after a crash either finds its id in the ledger
-and changes nothing, or finds the previous attempt rolled back and applies it once. This is the
-idempotent-writer pattern of ``foreachBatch`` (Spark docs, "Using foreachBatch"; book Ch. 11).
+in one transaction that (1) claims the batch id in the ledger (``INSERT … ON CONFLICT DO
+NOTHING RETURNING``: a batch id already there, or being committed by a concurrent writer,
+claims nothing and the transaction writes nothing), (2) sets the merged values of every
+window the batch changed (traffic, visitors, trending pages, clients, the reference-data
+views: an upsert that *replaces*, so it is idempotent by itself; trending, client and
+reference-data windows older than the retention are pruned first), (3) bumps the counters
+and keeps the latest examples, closed sessions and alerts, merges the session statistics,
+and (4) records the new maximum event time. A micro-batch that Spark replays after a crash
+either finds its id in the ledger and changes nothing, or finds the previous attempt rolled
+back and applies it once. This is the idempotent-writer pattern of ``foreachBatch`` (Spark
+docs, "Using foreachBatch"; book Ch. 11).
 
 All times are UTC instants written as ISO 8601 text (``1995-07-09T04:00:00Z``), which sorts
-in time order. The file is in WAL mode so the dashboard reads while the pipeline writes.
+in time order. The SQLite file is in WAL mode so the dashboard reads while the pipeline writes;
+PostgreSQL readers see the last committed micro-batch (MVCC).
 
 Tables
 ------
@@ -61,7 +70,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -73,9 +82,13 @@ __all__ = [
     "BOTS_KEPT",
     "BOTS_PER_BATCH",
     "EXAMPLES_KEPT",
+    "SCHEMA",
     "SESSIONS_KEPT",
+    "SQLITE",
+    "Dialect",
     "IngestBatchWrite",
     "ServingStore",
+    "missing_schema",
 ]
 
 #: Latest late events and quarantined lines kept as examples.
@@ -88,7 +101,9 @@ ALERTS_KEPT = 500
 BOTS_KEPT = 500
 BOTS_PER_BATCH = 50
 
-_SCHEMA = """
+#: The store's tables in SQLite's dialect (PostgreSQL's is derived from it:
+#: :func:`logstream.serving.postgres.postgres_schema`).
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
     query TEXT NOT NULL, batch_id INTEGER NOT NULL, committed_at TEXT NOT NULL,
     events INTEGER NOT NULL, late_events INTEGER NOT NULL, quarantined INTEGER NOT NULL,
@@ -157,6 +172,36 @@ _TRAFFIC_COLS = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Dialect:
+    """The SQL that differs between the store's databases (everything else is shared).
+
+    Attributes
+    ----------
+    name : str
+        ``sqlite`` or ``postgresql``.
+    greatest : str
+        The two-argument maximum function (SQLite's scalar ``MAX``, PostgreSQL's
+        ``GREATEST``).
+    """
+
+    name: str
+    greatest: str
+
+
+#: SQLite's dialect.
+SQLITE = Dialect(name="sqlite", greatest="MAX")
+
+
+def missing_schema(exc: BaseException) -> bool:
+    """Whether ``exc`` says a table, column or function of the store does not exist (a store
+    not created yet, or written by an older logstream), for either database."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return "no such" in str(exc)  # "no such table" / "no such column"
+    # psycopg's classes for SQLSTATE 42P01 / 42703 / 42883, without importing psycopg here
+    return getattr(exc, "sqlstate", None) in ("42P01", "42703", "42883")
+
+
 @dataclass
 class IngestBatchWrite:
     """What one ingest micro-batch adds to the store (all counts for that batch only).
@@ -196,7 +241,13 @@ class IngestBatchWrite:
 
 
 class ServingStore:
-    """A SQLite serving store at ``path``.
+    """A SQLite serving store at ``path`` (the embedded default).
+
+    Subclasses for other databases (:class:`~logstream.serving.postgres.PostgresStore`)
+    override :meth:`connection`, :meth:`transaction`, :meth:`read_transaction`,
+    :attr:`url` and :attr:`dialect`; every write and read method is shared. Connections
+    follow the DB-API of :mod:`sqlite3`: ``execute`` / ``executemany`` with ``?``
+    placeholders, rows indexable by position and by column name.
 
     Parameters
     ----------
@@ -211,14 +262,16 @@ class ServingStore:
         When a read-only store does not exist or cannot be opened.
     """
 
+    dialect: Dialect = SQLITE
+
     def __init__(self, path: Path | str, read_only: bool = False) -> None:
-        self.path = Path(path)
+        self.path: Path | None = Path(path)
         self.read_only = read_only
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(_SCHEMA)
+                conn.executescript(SCHEMA)
                 columns = {r[1] for r in conn.execute("PRAGMA table_info(progress)")}
                 if "duplicates_dropped" not in columns:  # a store written by version 0.1
                     conn.execute("ALTER TABLE progress ADD COLUMN duplicates_dropped INTEGER")
@@ -226,7 +279,16 @@ class ServingStore:
                 if "detail" not in columns:
                     conn.execute("ALTER TABLE quarantine_examples ADD COLUMN detail TEXT")
 
+    @property
+    def url(self) -> str:
+        """The store's URL, ``sqlite:///PATH`` (a password of a database URL masked)."""
+        return f"sqlite:///{self.path}"
+
+    def close(self) -> None:
+        """Release the store's connections (SQLite opens one per call: nothing to do)."""
+
     def _connect(self) -> sqlite3.Connection:
+        assert self.path is not None
         if self.read_only:
             conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True, timeout=10)
         else:
@@ -236,13 +298,45 @@ class ServingStore:
         return conn
 
     @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
-        """A connection that is closed on exit (commit is the caller's business)."""
+    def connection(self) -> Iterator[Any]:
+        """A connection for reads that is closed on exit (commit is the caller's business)."""
         conn = self._connect()
         try:
             yield conn
         finally:
             conn.close()
+
+    @contextmanager
+    def transaction(self) -> Generator[Any, None, None]:
+        """A connection in a write transaction: committed on exit, rolled back on an error.
+
+        SQLite takes the write lock at the start (``BEGIN IMMEDIATE``), so concurrent writers
+        queue instead of failing on a lock upgrade.
+        """
+        conn = self._connect()
+        try:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def read_transaction(self) -> Generator[Any, None, None]:
+        """A connection in one read transaction (a consistent snapshot), rolled back on exit.
+
+        Raises
+        ------
+        sqlite3.Error
+            When the file cannot be read (locked for more than 2 s, not a database …).
+        """
+        with self.connection() as conn:
+            conn.execute("PRAGMA busy_timeout = 2000")
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.rollback()
 
     # -- pipeline side ---------------------------------------------------------------------
 
@@ -262,7 +356,7 @@ class ServingStore:
 
     def set_state(self, values: dict[str, str]) -> None:
         """Upsert ``pipeline_state`` values in one transaction."""
-        with self.connection() as conn, conn:
+        with self.transaction() as conn:
             conn.executemany(
                 "INSERT INTO pipeline_state(key, value) VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -283,7 +377,7 @@ class ServingStore:
             True when applied, False when the ledger already held the batch id.
         """
 
-        def apply(conn: sqlite3.Connection) -> None:
+        def apply(conn: Any) -> None:
             cols = ", ".join(_TRAFFIC_COLS)
             sets = ", ".join(f"{c} = excluded.{c}" for c in _TRAFFIC_COLS[1:])
             conn.executemany(
@@ -333,7 +427,7 @@ class ServingStore:
             )
             conn.executemany(
                 "INSERT INTO counters(name, value) VALUES (?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                "ON CONFLICT(name) DO UPDATE SET value = counters.value + excluded.value",
                 [
                     ("events", write.events),
                     ("late_events", write.late_events),
@@ -361,12 +455,7 @@ class ServingStore:
                 [(write.batch_id, *row) for row in write.sessions],
                 SESSIONS_KEPT,
             )
-            conn.executemany(
-                "INSERT OR REPLACE INTO session_stats(window_start, window_end, sessions, "
-                "bounces, pages, median_duration_s, p95_duration_s, sketch) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                write.session_stats,
-            )
+            _replace_session_stats(conn, write.session_stats)
             _keep_latest(
                 conn,
                 "alerts",
@@ -384,15 +473,19 @@ class ServingStore:
                 BOTS_KEPT,
             )
             conn.executemany(
-                "INSERT OR REPLACE INTO bot_windows(window_start, window_end, clients, bots, "
-                "bot_requests, requests) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO bot_windows(window_start, window_end, clients, bots, "
+                "bot_requests, requests) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(window_start) "
+                "DO UPDATE SET window_end = excluded.window_end, clients = excluded.clients, "
+                "bots = excluded.bots, bot_requests = excluded.bot_requests, "
+                "requests = excluded.requests",
                 write.bot_windows,
             )
             if write.max_event_time_ms is not None:
                 conn.execute(
                     "INSERT INTO pipeline_state(key, value) VALUES ('max_event_time_ms', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = CAST(MAX(CAST(value AS INTEGER), "
-                    "CAST(excluded.value AS INTEGER)) AS TEXT)",
+                    "ON CONFLICT(key) DO UPDATE SET value = CAST("
+                    f"{self.dialect.greatest}(CAST(pipeline_state.value AS BIGINT), "
+                    "CAST(excluded.value AS BIGINT)) AS TEXT)",
                     (str(write.max_event_time_ms),),
                 )
 
@@ -410,7 +503,7 @@ class ServingStore:
             "state_memory_bytes", "dropped_by_watermark", "duplicates_dropped",
         )  # fmt: skip
         rows = list(rows)
-        with self.connection() as conn, conn:
+        with self.transaction() as conn:
             conn.executemany(
                 f"INSERT INTO progress({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [tuple(r.get(c) for c in cols) for r in rows],
@@ -444,9 +537,10 @@ class ServingStore:
         """Record the lines the deduplication operator dropped in micro-batch ``batch_id``
         (from its progress; a micro-batch replayed after a crash reports the same number,
         which is kept once)."""
-        with self.connection() as conn, conn:
+        with self.transaction() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO dedup_batches(batch_id, dropped) VALUES (?, ?)",
+                "INSERT INTO dedup_batches(batch_id, dropped) VALUES (?, ?) "
+                "ON CONFLICT(batch_id) DO NOTHING",
                 (batch_id, dropped),
             )
 
@@ -455,14 +549,17 @@ class ServingStore:
         query: str,
         batch_id: int,
         rows: int,
-        apply: Callable[[sqlite3.Connection], None],
+        apply: Callable[[Any], None],
         late_events: int = 0,
         quarantined: int = 0,
     ) -> bool:
         """Run ``apply(conn)`` and record ``(query, batch_id)`` in the ledger, in one transaction.
 
-        The exactly-once writer of every query (ingest, sessions, alerts): a micro-batch
-        replayed after a crash finds its id and changes nothing.
+        The exactly-once writer of every query (ingest, sessions, alerts): the transaction
+        first claims ``(query, batch_id)`` with ``INSERT … ON CONFLICT DO NOTHING
+        RETURNING``. A micro-batch replayed after a crash finds its id and changes nothing;
+        of two concurrent writers of one batch id, the second waits on the ledger's primary
+        key until the first commits (then claims nothing) or rolls back (then applies it).
 
         Parameters
         ----------
@@ -481,24 +578,17 @@ class ServingStore:
         bool
             True when applied, False when the ledger already held the batch id.
         """
-        conn = self._connect()
-        try:
-            with conn:
-                conn.execute("BEGIN IMMEDIATE")
-                seen = conn.execute(
-                    "SELECT 1 FROM ledger WHERE query = ? AND batch_id = ?", (query, batch_id)
-                ).fetchone()
-                if seen:
-                    return False
-                apply(conn)
-                conn.execute(
-                    "INSERT INTO ledger(query, batch_id, committed_at, events, late_events, "
-                    "quarantined) VALUES (?, ?, ?, ?, ?, ?)",
-                    (query, batch_id, _now(), rows, late_events, quarantined),
-                )
-            return True
-        finally:
-            conn.close()
+        with self.transaction() as conn:
+            claimed = conn.execute(
+                "INSERT INTO ledger(query, batch_id, committed_at, events, late_events, "
+                "quarantined) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(query, batch_id) DO NOTHING "
+                "RETURNING batch_id",
+                (query, batch_id, _now(), rows, late_events, quarantined),
+            ).fetchall()
+            if not claimed:
+                return False
+            apply(conn)
+        return True
 
     def session_stats_rows(self, window_starts: Iterable[str]) -> list[tuple[Any, ...]]:
         """Stored ``session_stats`` rows of the given windows, for merging: ``(window_start,
@@ -538,7 +628,7 @@ class ServingStore:
             the stored rows.
         """
 
-        def apply(conn: sqlite3.Connection) -> None:
+        def apply(conn: Any) -> None:
             _keep_latest(
                 conn,
                 "sessions",
@@ -547,12 +637,7 @@ class ServingStore:
                 [(batch_id, *s) for s in sessions],
                 SESSIONS_KEPT,
             )
-            conn.executemany(
-                "INSERT OR REPLACE INTO session_stats(window_start, window_end, sessions, "
-                "bounces, pages, median_duration_s, p95_duration_s, sketch) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                stats,
-            )
+            _replace_session_stats(conn, stats)
 
         return self.commit_batch("sessions", batch_id, closed, apply)
 
@@ -563,7 +648,7 @@ class ServingStore:
         ``alerts``: rows in ``alerts`` column order from ``series`` to ``direction``.
         """
 
-        def apply(conn: sqlite3.Connection) -> None:
+        def apply(conn: Any) -> None:
             _keep_latest(
                 conn,
                 "alerts",
@@ -581,8 +666,21 @@ class ServingStore:
             return [dict(r) for r in conn.execute(sql, params).fetchall()]
 
 
+def _replace_session_stats(conn: Any, rows: list[tuple[Any, ...]]) -> None:
+    cols = (
+        "window_start", "window_end", "sessions", "bounces", "pages", "median_duration_s",
+        "p95_duration_s", "sketch",
+    )  # fmt: skip
+    sets = ", ".join(f"{c} = excluded.{c}" for c in cols[1:])
+    conn.executemany(
+        f"INSERT INTO session_stats({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+        f"ON CONFLICT(window_start) DO UPDATE SET {sets}",
+        rows,
+    )
+
+
 def _keep_latest(
-    conn: sqlite3.Connection,
+    conn: Any,
     table: str,
     cols: str,
     rows: list[tuple[Any, ...]],
