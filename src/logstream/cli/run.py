@@ -235,11 +235,32 @@ def run(
         int | None, typer.Option("--max-files-per-trigger", help="Files per micro-batch.")
     ] = None,
     sink: Annotated[
-        str,
+        list[str] | None,
         typer.Option(
             "--sink",
-            help="'parquet' (the full pipeline) or 'console' "
-            "(print trending pages per micro-batch, as in the book).",
+            help="Repeatable. 'parquet' (the full pipeline, the default) or 'console' (print "
+            "trending pages per micro-batch, as in the book); or a URL the outputs are also "
+            "sent to after their publish: kafka://HOST:PORT/TOPIC (JSON values, keys for "
+            "consumer de-dup; needs Spark's Kafka connector) or http(s)://HOST[:PORT]/PATH "
+            "(a webhook: JSON arrays, Idempotency-Key per batch and partition). See "
+            "docs/sinks.md.",
+        ),
+    ] = None,
+    sink_outputs: Annotated[
+        str,
+        typer.Option(
+            "--sink-outputs",
+            help="Outputs sent to the --sink URLs: 'default' (alerts and the final-window "
+            "outputs computed), 'all', or a comma-separated list such as "
+            "alerts,traffic_per_minute.",
+        ),
+    ] = "default",
+    output_format: Annotated[
+        str,
+        typer.Option(
+            "--output-format",
+            help="File format of the outputs: parquet, json (JSON lines) or csv (with a "
+            "header; binary sketch columns as base64). Same exactly-once batch directories.",
         ),
     ] = "parquet",
     dedup: Annotated[
@@ -408,6 +429,7 @@ def run(
     except ValueError as exc:
         raise ConfigError(f"--rotate-every: {exc}") from exc
 
+    sinks = [v["sink"]] if isinstance(v["sink"], str) else list(v["sink"] or ["parquet"])
     settings = SparkSettings.build(master=v["master"])
     cfg = None  # checked before the JVM starts, so a bad option fails at once
     if not demo:
@@ -450,7 +472,10 @@ def run(
             store_retention=v["store_retention"],
             trigger=v["trigger"],
             max_files_per_trigger=v["max_files_per_trigger"],
-            sink=v["sink"],
+            sink="console" if "console" in sinks else "parquet",
+            sinks=tuple(s for s in sinks if s not in ("parquet", "console")),
+            sink_outputs=v["sink_outputs"],
+            output_format=v["output_format"],
             dedup=v["dedup"],
             strict=v["strict"],
             dedup_window=v["dedup_window"],

@@ -179,6 +179,14 @@ class PipelineConfig(BaseModel):
     sink : {"parquet", "console"}
         ``parquet`` runs the full pipeline; ``console`` prints trending pages per
         micro-batch for exploration (no outputs, no store).
+    sinks : tuple of str
+        Extra sinks the outputs are sent to after their publish (``--sink URL``):
+        ``kafka://HOST:PORT/TOPIC`` or ``http(s)://...`` webhooks (:mod:`logstream.sinks.route`).
+    sink_outputs : tuple of str
+        The outputs sent to ``sinks``; also read from ``"default"`` (alerts and the computed
+        final-window outputs), ``"all"`` or a comma-separated list.
+    output_format : {"parquet", "json", "csv"}
+        File format of the outputs (default Parquet; CSV writes binary sketches as base64).
     dedup : bool
         Count a line delivered again (a shipper's retry) once: identical lines arriving within
         ``dedup_window`` of each other are dropped (default False: every line counts, as in
@@ -251,6 +259,9 @@ class PipelineConfig(BaseModel):
     reference: dict[str, Path] = Field(default_factory=dict)
     bot_model: Path | None = None
     queries: tuple[str, ...] = "all"  # type: ignore[assignment]  # resolved by _queries
+    sinks: tuple[str, ...] = ()
+    sink_outputs: tuple[str, ...] = "default"  # type: ignore[assignment]  # _sink_outputs
+    output_format: str = "parquet"
 
     @field_validator(
         "watermark",
@@ -347,6 +358,29 @@ class PipelineConfig(BaseModel):
     def _absolute(cls, value: Path | None) -> Path | None:
         # Python and the JVM may not share a working directory: hand Spark absolute paths
         return None if value is None else value.expanduser().absolute()
+
+    @field_validator("sinks")
+    @classmethod
+    def _sinks(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        from logstream.sinks.route import parse_sink
+
+        if value and info.data.get("sink") == "console":
+            raise ValueError("--sink console prints to the terminal: it takes no sink URL")
+        return tuple(parse_sink(url).url for url in value)
+
+    @field_validator("sink_outputs", mode="before")
+    @classmethod
+    def _sink_outputs(cls, value: object, info: ValidationInfo) -> tuple[str, ...]:
+        from logstream.sinks.route import resolve_sink_outputs
+
+        return resolve_sink_outputs(value, info.data.get("queries") or ())  # type: ignore[arg-type]
+
+    @field_validator("output_format")
+    @classmethod
+    def _output_format(cls, value: str) -> str:
+        from logstream.sinks.route import check_output_format
+
+        return check_output_format(value)
 
     @field_validator("trigger")
     @classmethod

@@ -90,7 +90,8 @@ from logstream.reference import Enricher, ReferenceTables, Table
 from logstream.schema import EVENT_COLUMNS, QUARANTINE_SCHEMA
 from logstream.serving import IngestBatchWrite, ServingStore
 from logstream.serving.store import ALERTS_KEPT, BOTS_PER_BATCH, SESSIONS_KEPT
-from logstream.sinks import publish_batch, run_stateful_plan
+from logstream.sinks import run_stateful_plan
+from logstream.sinks.route import OutputPublisher
 from logstream.sources.integrity import (
     CORRUPT_FILE_REASON,
     check_files,
@@ -282,6 +283,10 @@ class IngestStage:
     bot_model : BotScorer, optional
         The model of the ``bot_scores`` output: every client window that becomes final is
         scored with it (:func:`logstream.ml.bots.score_features`).
+    publisher : OutputPublisher, optional
+        Publishes every output (default: Parquet, no extra sink); with ``--output-format`` and
+        ``--sink`` it writes JSON or CSV and sends outputs on after their publish
+        (:mod:`logstream.sinks.route`).
 
     Notes
     -----
@@ -299,8 +304,10 @@ class IngestStage:
         stateful_input: bool = False,
         reference: ReferenceTables | None = None,
         bot_model: BotScorer | None = None,
+        publisher: OutputPublisher | None = None,
     ) -> None:
         self.output_dir = output_dir
+        self.publish = publisher if publisher is not None else OutputPublisher()
         self.store = store
         self.state = state
         self.settings = settings
@@ -446,7 +453,7 @@ class IngestStage:
         on_time = parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS)
         with self._timed("events"):
             if write.events:
-                publish_batch(on_time, self.output_dir / "events", batch_id, files=None)
+                self.publish(on_time, self.output_dir / "events", batch_id, files=None)
                 self._step("published_events", batch_id)
             if write.late_events:
                 self._publish_late(parsed.where(is_event & is_late), watermark, write)
@@ -464,7 +471,7 @@ class IngestStage:
     def _publish_late(self, late: DataFrame, watermark: Column, write: IngestBatchWrite) -> None:
         batch_id = write.batch_id
         late = late.select(*EVENT_COLUMNS, watermark.alias("watermark"))
-        publish_batch(late, self.output_dir / "late_events", batch_id)
+        self.publish(late, self.output_dir / "late_events", batch_id)
         self._step("published_late_events", batch_id)
         write.late_examples = [
             (batch_id, r["t"], r["w"], r["client_host"], r["url_path"], r["source_file"])
@@ -494,7 +501,7 @@ class IngestStage:
         ]
         if rows:
             bad = bad.unionByName(bad_rows.sparkSession.createDataFrame(rows, QUARANTINE_SCHEMA))
-        publish_batch(bad, self.output_dir / "quarantine", batch_id)
+        self.publish(bad, self.output_dir / "quarantine", batch_id)
         self._step("published_quarantine", batch_id)
         examples = rows[:_EXAMPLES_PER_BATCH]
         if write.quarantined:
@@ -591,7 +598,7 @@ class IngestStage:
         start = F.col("start_ms")
         if "traffic_per_minute" in s.outputs:
             traffic = finals.where(self._complete("traffic_per_minute", start))
-            publish_batch(traffic_windows(traffic), out / "traffic_per_minute", batch_id)
+            self.publish(traffic_windows(traffic), out / "traffic_per_minute", batch_id)
         if "unique_visitors" in s.outputs:
             complete = self._complete("unique_visitors", start)
             visitors = finals.where((F.col("view") == "visitors") & complete).select(
@@ -600,7 +607,7 @@ class IngestStage:
                 F.hll_sketch_estimate("sketch").alias("visitors"),
                 "sketch",
             )
-            publish_batch(visitors, out / "unique_visitors", batch_id)
+            self.publish(visitors, out / "unique_visitors", batch_id)
         if windows is not None:
             final_windows = windows.where(
                 newly_final & self._complete("trending_pages", start)
@@ -610,11 +617,11 @@ class IngestStage:
                 F.col("key").alias("url_path"),
                 "requests",
             )
-            publish_batch(final_windows, out / "trending_pages", batch_id)
+            self.publish(final_windows, out / "trending_pages", batch_id)
         for output, view in DIMENSION_OUTPUTS.items():
             if output in s.outputs:
                 rows = finals.where(self._complete(output, start))
-                publish_batch(dimension_windows(rows, view), out / output, batch_id)
+                self.publish(dimension_windows(rows, view), out / output, batch_id)
         if "top_clients" in s.outputs:
             complete = self._complete("top_clients", start)
             counts = finals.where((F.col("view") == "clients") & complete).select(
@@ -624,7 +631,7 @@ class IngestStage:
                 "requests",
                 "bytes",
             )
-            publish_batch(
+            self.publish(
                 analytics.top_clients_per_window(counts, s.top), out / "top_clients", batch_id
             )
 
@@ -640,7 +647,7 @@ class IngestStage:
             self.bot_model.model, client_features(panes), self.bot_model.info.version
         ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            publish_batch(scored, self.output_dir / "bot_scores", write.batch_id)
+            self.publish(scored, self.output_dir / "bot_scores", write.batch_id)
             bots = F.col("is_bot") == 1
             summary = scored.groupBy("window_start", "window_end").agg(
                 F.count("*").alias("clients"),
@@ -802,7 +809,7 @@ class IngestStage:
         ]
         count = sum(r[2] for r in fresh)
         if count:
-            publish_batch(closed, self.output_dir / "sessions", write.batch_id)
+            self.publish(closed, self.output_dir / "sessions", write.batch_id)
             latest = (
                 closed.orderBy(F.desc("session_end"), "client_host")
                 .limit(SESSIONS_KEPT)
@@ -916,7 +923,7 @@ class IngestStage:
             .collect()
         ]
         if rows:
-            publish_batch(alerts, self.output_dir / "alerts", write.batch_id)
+            self.publish(alerts, self.output_dir / "alerts", write.batch_id)
             write.alerts = rows
         return new_state
 

@@ -62,6 +62,7 @@ from logstream.serving import open_store
 from logstream.session import SPARK_LOG_LEVEL
 from logstream.sinks import ensure_schema
 from logstream.sinks.gate import StopGate, is_stop_requested
+from logstream.sinks.route import OutputPublisher, check_sinks, parse_sink
 from logstream.sources import drop_duplicate_lines, stream_lines
 
 __all__ = ["Pipeline", "detect_file_format", "detect_stream_format"]
@@ -160,6 +161,11 @@ class Pipeline:
             # every event would be "unknown": a view that costs and says nothing
             log.info("format %s has no user agent: traffic_by_agent is not computed", self.fmt.name)
             self.outputs = tuple(q for q in self.outputs if q != "traffic_by_agent")
+        sinks = tuple(parse_sink(url, self.cfg.state_dir / "sinks") for url in self.cfg.sinks)
+        check_sinks(self.spark, sinks)  # a kafka:// sink without the connector fails here
+        self.publisher = OutputPublisher(
+            self.cfg.output_format, sinks, frozenset(self.cfg.sink_outputs)
+        )
         self.store = open_store(self.cfg.store_url)
         self.pipeline_id = claim(self.cfg.state_dir, self.cfg.output_dir, self.store)
         self.store.set_state(
@@ -204,6 +210,7 @@ class Pipeline:
             stateful_input=cfg.dedup,
             reference=ReferenceTables(cfg.reference, snapshot_dir=cfg.state_dir / "reference"),
             bot_model=self._bot_model(),
+            publisher=self.publisher,
         )
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)
@@ -243,7 +250,7 @@ class Pipeline:
             ("late_events", late_schema),
             ("quarantine", QUARANTINE_SCHEMA),
         ):
-            ensure_schema(self.spark, self.cfg.output_dir / sub, schema)
+            ensure_schema(self.spark, self.cfg.output_dir / sub, schema, self.cfg.output_format)
         lines = stream_lines(self.spark, self.cfg)
         if self.cfg.dedup:
             lines = drop_duplicate_lines(lines, self.cfg.dedup_window)

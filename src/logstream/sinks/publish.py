@@ -1,4 +1,4 @@
-"""Publish one micro-batch's rows as a Parquet directory, atomically and idempotently.
+"""Publish one micro-batch's rows as a Parquet, JSON or CSV directory, atomically and idempotently.
 
 Delivery guarantee: **exactly-once per batch id**, for outputs written inside
 ``foreachBatch``. The steps, in order:
@@ -14,6 +14,13 @@ Small outputs are written as one Parquet file per batch; ``events`` keeps the mi
 partitions so that a backfill is written by every core. The directory names make
 ``batch_id`` a partition column: ``spark.read.parquet(ROOT)`` reads every batch with it.
 Object stores without atomic rename (S3) are not supported by this writer.
+
+The format is Parquet by default; ``fmt="json"`` writes JSON lines and ``fmt="csv"`` CSV
+files with a header line, by the same protocol (``logstream run --output-format``). JSON and
+CSV write timestamps as ISO 8601 in UTC (``1995-07-01T00:00:01.000Z``); CSV cannot hold a
+binary column, so a binary column (the ``sketch`` of ``unique_visitors``) is written as base64
+text under the same name (JSON writes binary as base64 by itself). Read an output back with
+:func:`read_output`, which knows each format's options.
 """
 
 from __future__ import annotations
@@ -22,18 +29,27 @@ import shutil
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType, StructType
 
 __all__ = [
     "BATCH_DIR_PREFIX",
+    "OUTPUT_FORMATS",
     "SCHEMA_BATCH_ID",
     "batch_dir",
     "ensure_schema",
     "publish_batch",
+    "read_output",
     "run_stateful_plan",
 ]
 
 BATCH_DIR_PREFIX = "batch_id="
+
+#: The file formats of :func:`publish_batch` (``logstream run --output-format``).
+OUTPUT_FORMATS = ("parquet", "json", "csv")
+
+#: Timestamps in JSON and CSV outputs: ISO 8601 with milliseconds, in the session zone (UTC).
+TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 
 #: The batch id of the empty file that carries an output's schema before it has rows.
 SCHEMA_BATCH_ID = -1
@@ -44,8 +60,30 @@ def batch_dir(root: Path, batch_id: int) -> Path:
     return root / f"{BATCH_DIR_PREFIX}{batch_id:010d}"
 
 
-def publish_batch(df: DataFrame, root: Path, batch_id: int, files: int | None = 1) -> bool:
-    """Write ``df`` as the Parquet of micro-batch ``batch_id`` under ``root``, exactly once.
+def _check_format(fmt: str) -> str:
+    if fmt not in OUTPUT_FORMATS:
+        raise ValueError(f"output format {fmt!r} is not one of {', '.join(OUTPUT_FORMATS)}")
+    return fmt
+
+
+def _csv_safe(df: DataFrame) -> DataFrame:
+    """``df`` with every binary column as base64 text under the same name (CSV has no binary)."""
+    binary = {f.name for f in df.schema.fields if isinstance(f.dataType, BinaryType)}
+    if not binary:
+        return df
+    # Spark's base64 may cut its text into 76-character MIME lines: one line per value here
+    return df.select(
+        *(
+            F.regexp_replace(F.base64(c), r"\s", "").alias(c) if c in binary else F.col(c)
+            for c in df.columns
+        )
+    )
+
+
+def publish_batch(
+    df: DataFrame, root: Path, batch_id: int, files: int | None = 1, fmt: str = "parquet"
+) -> bool:
+    """Write ``df`` as the files of micro-batch ``batch_id`` under ``root``, exactly once.
 
     Parameters
     ----------
@@ -56,14 +94,17 @@ def publish_batch(df: DataFrame, root: Path, batch_id: int, files: int | None = 
     batch_id : int
         The micro-batch id Spark passed to ``foreachBatch``.
     files : int, optional
-        Parquet files written (``coalesce``); None keeps the DataFrame's partitions, so a
+        Files written (``coalesce``); None keeps the DataFrame's partitions, so a
         large micro-batch is written by several tasks at once.
+    fmt : {"parquet", "json", "csv"}
+        File format (see the module docstring for JSON and CSV).
 
     Returns
     -------
     bool
         True when written now, False when the batch was already published.
     """
+    _check_format(fmt)
     final = batch_dir(root, batch_id)
     if final.exists():
         return False
@@ -71,21 +112,75 @@ def publish_batch(df: DataFrame, root: Path, batch_id: int, files: int | None = 
     staging = root / f".staging-{final.name}"
     if staging.exists():
         shutil.rmtree(staging)
-    (df if files is None else df.coalesce(files)).write.mode("overwrite").parquet(str(staging))
+    rows = df if files is None else df.coalesce(files)
+    if fmt == "parquet":
+        rows.write.mode("overwrite").parquet(str(staging))
+    elif fmt == "json":
+        rows.write.mode("overwrite").option("timestampFormat", TIMESTAMP_FORMAT).json(str(staging))
+    else:
+        _csv_safe(rows).write.mode("overwrite").option("header", True).option(
+            "timestampFormat", TIMESTAMP_FORMAT
+        ).csv(str(staging))
     staging.rename(final)
     return True
 
 
-def ensure_schema(spark: SparkSession, root: Path, schema: StructType) -> None:
-    """Give an output with no batch yet an empty Parquet file carrying its schema.
+def ensure_schema(
+    spark: SparkSession, root: Path, schema: StructType, fmt: str = "parquet"
+) -> None:
+    """Give an output with no batch yet an empty file carrying its schema.
 
     Without it ``spark.read.parquet(root)`` fails ("unable to infer schema") until the first
     row arrives, e.g. for ``late_events`` on a run with no late event. The file is published as
-    batch :data:`SCHEMA_BATCH_ID` and holds no row.
+    batch :data:`SCHEMA_BATCH_ID` and holds no row. (A JSON file cannot carry a schema, a CSV
+    file only its header: read those formats with :func:`read_output` and a schema.)
     """
     if any(root.glob(f"{BATCH_DIR_PREFIX}*")):
         return
-    publish_batch(spark.createDataFrame([], schema), root, SCHEMA_BATCH_ID)
+    publish_batch(spark.createDataFrame([], schema), root, SCHEMA_BATCH_ID, fmt=fmt)
+
+
+def read_output(
+    spark: SparkSession, root: Path, fmt: str = "parquet", schema: StructType | None = None
+) -> DataFrame:
+    """Read every published batch of an output, with its ``batch_id`` partition column.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    root : Path
+        The output's root (``OUTPUT_DIR/traffic_per_minute``).
+    fmt : {"parquet", "json", "csv"}
+        The format it was published in.
+    schema : StructType, optional
+        The columns (without ``batch_id``) for JSON and CSV; without it their types are
+        inferred (timestamps included). A CSV binary column is read as its base64 text.
+
+    Returns
+    -------
+    DataFrame
+        The rows of every batch, ``batch_id`` last.
+    """
+    _check_format(fmt)
+    if fmt == "parquet":
+        return spark.read.parquet(str(root))
+    reader = spark.read.option("timestampFormat", TIMESTAMP_FORMAT)
+    if schema is not None:
+        if fmt == "csv":
+            schema = StructType(
+                [
+                    f.__class__(f.name, StringType(), f.nullable)
+                    if isinstance(f.dataType, BinaryType)
+                    else f
+                    for f in schema.fields
+                ]
+            )
+        reader = reader.schema(schema)
+    elif fmt == "csv":
+        reader = reader.option("inferSchema", True)
+    if fmt == "json":
+        return reader.json(str(root))
+    return reader.option("header", True).csv(str(root))
 
 
 def run_stateful_plan(df: DataFrame) -> None:
