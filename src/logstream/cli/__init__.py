@@ -19,6 +19,7 @@ from logstream.cli import model_occupancy as _model_occupancy  # noqa: F401
 from logstream.cli import replay as _replay  # noqa: F401
 from logstream.cli import rules as _rules  # noqa: F401
 from logstream.cli import run as _run  # noqa: F401
+from logstream.cli import sql as _sql  # noqa: F401
 from logstream.cli.app import app, err_console
 from logstream.errors import LogstreamError
 

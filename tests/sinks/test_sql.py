@@ -1,0 +1,95 @@
+"""``logstream sql``: memory-sink tables queried with SQL, on the real NASA day."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from logstream.cli import main
+from tests.conftest import NASA_JUL_2000, data_file
+
+CLF = re.compile(r'^(\S+) (\S+) (\S+) \[([^\]]+)\] "(.*)" (\d{3}) (\d+|-)\s*$')
+
+
+def python_counts(path) -> tuple[Counter, Counter]:
+    """Requests per URL path and per status class, counted in plain Python."""
+    paths: Counter = Counter()
+    classes: Counter = Counter()
+    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            match = CLF.match(line.rstrip("\n"))
+            if not match:
+                continue
+            classes[f"{match.group(6)[0]}xx"] += 1
+            request = match.group(5).split()
+            if len(request) >= 2:
+                paths[request[1].split("?")[0]] += 1
+    return paths, classes
+
+
+def test_urlranks_of_the_nasa_day_equal_a_python_count(nasa_day, capsys):
+    statement = "SELECT url_path, requests FROM urlranks ORDER BY requests DESC LIMIT 10"
+    args = ["sql", str(nasa_day), "--format", "common", "--tables", "urlranks", "--json"]
+    assert main([*args, "--execute", statement]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    paths, _ = python_counts(nasa_day)
+    assert [r["requests"] for r in rows] == [n for _, n in paths.most_common(10)]
+    assert all(paths[r["url_path"]] == r["requests"] for r in rows)
+    assert rows[0] == {
+        "url_path": "/images/NASA-logosmall.gif",
+        "requests": paths.most_common(1)[0][1],
+    }
+
+
+def test_the_prompt_answers_statements_from_stdin(monkeypatch, capsys):
+    log = data_file(NASA_JUL_2000)
+    script = [
+        ".tables",
+        "SELECT status_class, requests FROM status_classes ORDER BY status_class;",
+        "SELECT sum(requests) AS requests FROM urlranks",
+        "SELECT nonsense FROM urlranks",
+        "SELECT count(*) AS windows, sum(requests) AS requests FROM traffic",
+        ".quit",
+        "SELECT 'not reached'",
+    ]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(script) + "\n"))
+    assert main(["sql", str(log), "--format", "common", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    _, classes = python_counts(log)
+    assert lines[0].startswith("logstream sql: live tables")
+    assert [line.split()[0] for line in lines[1:4]] == ["urlranks", "status_classes", "traffic"]
+    assert json.loads(lines[4]) == [
+        {"status_class": c, "requests": n} for c, n in sorted(classes.items())
+    ]
+    assert json.loads(lines[5]) == [{"requests": sum(classes.values())}]
+    assert lines[6].startswith("error:") and "nonsense" in lines[6]
+    windows = json.loads(lines[7])[0]
+    # append mode: only the windows the watermark (newest event - 10 minutes) has passed
+    assert 0 < windows["requests"] < sum(classes.values()) and windows["windows"] == 23
+    assert len(lines) == 8
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tables", "urlranks,nope"], "unknown table 'nope'"),
+        (["--window", "soon"], "--window: 'soon' is not an interval"),
+        (["-e", "SELEC 1"], "--execute 'SELEC 1' failed"),
+    ],
+)
+def test_bad_options_exit_2_naming_the_value(extra, message, capsys):
+    args = [
+        "sql",
+        str(data_file(NASA_JUL_2000)),
+        "--format",
+        "common",
+        "--tables",
+        "status_classes",
+    ]
+    assert main([*args, *extra]) == 2
+    assert message in capsys.readouterr().err
