@@ -5,6 +5,7 @@ everything; the outputs agree with the batch report."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -40,13 +41,58 @@ def ingest_batches(db: Path) -> int:
         return 0
 
 
+def metric_values(text: str) -> dict[str, float]:
+    """``name{labels}`` → value of a Prometheus text exposition (comments left out)."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+def scrape_during_the_run(port: int, db: Path) -> dict[str, float]:
+    """Scrape the dashboard's /metrics/prometheus/ while the demo runs: logstream's counters
+    equal the store's at that moment, and the streaming metrics of the ingest query are there;
+    then Spark's own servlet on the driver's UI (its address from the dashboard's link)."""
+    url = f"http://127.0.0.1:{port}/metrics/prometheus/"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        got = metric_values(resp.read().decode())
+    with sqlite3.connect(db, timeout=5) as conn:
+        counters = dict(conn.execute("SELECT name, value FROM counters").fetchall())
+        batches = conn.execute("SELECT COUNT(*) FROM ledger").fetchone()[0]
+    # the pipeline may commit a micro-batch between the scrape and the read: never fewer
+    assert 0 < got["logstream_events_total"] <= counters["events"]
+    assert got["logstream_late_events_total"] == counters["late_events"] == 0
+    assert got["logstream_quarantined_lines_total"] == counters["quarantined"] == 0
+    assert 3 <= got["logstream_micro_batches_total"] <= batches
+    for name in (
+        "logstream_input_rows_per_second",
+        "logstream_processed_rows_per_second",
+        "logstream_batch_duration_seconds",
+    ):
+        assert got[f'{name}{{query="ingest"}}'] >= 0, name
+    assert got['logstream_state_rows{query="ingest"}'] > 0  # open panes, sessions, series
+    assert got["logstream_watermark_seconds"] < got["logstream_max_event_time_seconds"]
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-layout", timeout=10) as resp:
+        ui = re.search(r'"(http://[^"]+:\d+)"', resp.read().decode().split("spark-ui-link")[1])
+    assert ui is not None
+    with urllib.request.urlopen(f"{ui.group(1)}/metrics/prometheus/", timeout=10) as resp:
+        spark_metrics = resp.read().decode()
+    for gauge in ("inputRate_total", "processingRate_total", "latency"):
+        assert re.search(rf"_driver_spark_streaming_ingest_{gauge}_Value", spark_metrics), gauge
+    return got
+
+
 def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
     spark, nasa_day, tmp_path
 ):
     out, port = tmp_path / "demo", free_port()
     env = {
         **os.environ,
-        "LOGSTREAM_SPARK_UI": "false",
+        "LOGSTREAM_SPARK_UI": "true",  # Spark's own /metrics/prometheus/ is scraped below
         "LOGSTREAM_DATA_DIR": str(nasa_day.parent),
         "LOGSTREAM_CACHE_DIR": str(tmp_path / "cache"),
     }
@@ -82,6 +128,7 @@ def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
             time.sleep(0.2)  # watching a live process
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as resp:
             page = resp.status, resp.read().decode()
+        scraped = scrape_during_the_run(port, out / "logstream.db")
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         log = proc.communicate(timeout=90)[0]
     finally:
@@ -92,6 +139,7 @@ def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
     assert stack_trace_lines(log) == [], log[-3000:]
     assert "real logs (data-dir): NASA_access_log_Jul95_day09.log.gz" in log
     assert page is not None and page[0] == 200 and "logstream" in page[1].lower()
+    assert scraped["logstream_up"] == 1.0
     # no stray process of the group is left: the driver's JVM follows Python within seconds
     deadline = time.monotonic() + 30
     while True:

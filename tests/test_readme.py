@@ -27,6 +27,16 @@ COVERED_ELSEWHERE = {
     "logstream replay ../shared/data/NASA_access_log_Jul95_day09.log.gz --tcp": (
         "tests/dstream/test_wordcount.py (the replay server feeds a DStream receiver)"
     ),
+    "logstream run --socket": (
+        "tests/sources/test_stream_sources.py (the replay server feeds logstream run --socket)"
+    ),
+    "logstream run --rate": "tests/sources/test_stream_sources.py (the rate source, in order)",
+    "logstream run --store postgresql://": (
+        "tests/serving/test_postgres.py (logstream run into a throwaway PostgreSQL server)"
+    ),
+    "logstream dashboard --store postgresql://": (
+        "tests/serving/test_postgres.py (logstream dashboard over that server's store)"
+    ),
 }
 #: Commands with these options or prefixes train or use a model (a minute or more to train
 #: with the defaults), run from the CLI by the model tests with the same options.

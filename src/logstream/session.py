@@ -10,7 +10,9 @@ logstream's needs (Spark docs, "Structured Streaming Programming Guide" and "Con
 * shuffle partitions are sized for a small machine;
 * streaming state lives in the RocksDB state store with changelog checkpointing;
 * Spark's own streaming metrics are switched on (``spark.sql.streaming.metricsEnabled``) and
-  exposed through the Prometheus servlet of the UI.
+  exposed through the Prometheus servlet of the UI (``/metrics/prometheus/`` on the driver's
+  UI port; the dashboard serves logstream's own metrics at the same path,
+  :mod:`logstream.monitoring.prometheus`).
 
 The master is never forced when logstream runs under ``spark-submit``: an explicit
 ``SparkSettings.master`` wins, then whatever ``spark-submit`` put in the Spark configuration,
@@ -58,6 +60,11 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.prometheus.enabled": "true",
         "spark.sql.streaming.metricsEnabled": "true",
+        # the driver's metrics, streaming queries' among them, at UI/metrics/prometheus/
+        "spark.metrics.conf.*.sink.prometheusServlet.class": (
+            "org.apache.spark.metrics.sink.PrometheusServlet"
+        ),
+        "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",

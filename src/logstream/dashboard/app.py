@@ -64,6 +64,7 @@ from logstream.dashboard.layout import (
     trending_panel,
 )
 from logstream.errors import ConfigError
+from logstream.monitoring.prometheus import add_metrics_route
 from logstream.serving.postgres import redact_url
 
 __all__ = [
@@ -308,6 +309,8 @@ def create_app(
         index_string=INDEX_HTML,
     )
     refresh_ms = max(250, int(refresh_s * 1000))
+    # Prometheus scrapes the same store at /metrics/prometheus/ (logstream.monitoring.prometheus)
+    add_metrics_route(app.server, store_path)
 
     def layout() -> Any:
         label = redact_url(str(store_path))

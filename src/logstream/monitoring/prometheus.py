@@ -1,0 +1,198 @@
+"""Prometheus metrics of a running pipeline, read from the serving store at each scrape.
+
+The dashboard serves them at ``/metrics/prometheus/`` (the path of Spark's own
+``PrometheusServlet``), so one scrape target on the dashboard host has logstream's counters and
+the streaming metrics of every query, whichever machine runs the Spark driver: the store is
+the only thing the two share (SQLite on one machine, PostgreSQL on a cluster). Spark's driver
+metrics (JVM, executors, ``spark_streaming_<query>_*`` gauges) stay on the driver's UI port at
+the same path (:func:`logstream.session.session_conf` switches the servlet on).
+
+Metrics (``prometheus_client`` text format 0.0.4; Prometheus docs, "Metric types")
+-------------------------------------------------------------------------------------
+
+=========================================  =======  ===========================================
+name                                       type     meaning
+=========================================  =======  ===========================================
+``logstream_up``                           gauge    1 when the store could be read, else 0
+``logstream_events_total``                 counter  on-time events delivered
+``logstream_late_events_total``            counter  events behind the watermark (``late_events``)
+``logstream_quarantined_lines_total``      counter  unparseable lines (``quarantine``)
+``logstream_corrupt_files_total``          counter  input files cut short
+``logstream_duplicates_dropped_total``     counter  re-sent lines dropped (``--dedup``)
+``logstream_micro_batches_total``          counter  micro-batches committed (the store's ledger)
+``logstream_input_rows_per_second``        gauge    by ``query``: input rate of the latest
+                                                    micro-batch (Spark's progress), rows/s
+``logstream_processed_rows_per_second``    gauge    by ``query``: processing rate, rows/s
+``logstream_batch_duration_seconds``       gauge    by ``query``: latest micro-batch, seconds
+``logstream_input_rows``                   gauge    by ``query``: rows of the latest micro-batch
+``logstream_state_rows``                   gauge    by ``query``: state rows (Spark's state
+                                                    store, and for ``ingest`` the open panes,
+                                                    sessions and series of the analytics state)
+``logstream_latest_batch_id``              gauge    by ``query``
+``logstream_max_event_time_seconds``       gauge    newest event time, Unix seconds
+``logstream_watermark_seconds``            gauge    event-time watermark, Unix seconds
+=========================================  =======  ===========================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+__all__ = ["METRICS_PATH", "StoreCollector", "add_metrics_route", "scrape"]
+
+#: Where the dashboard serves the metrics (the path of Spark's ``PrometheusServlet``).
+METRICS_PATH = "/metrics/prometheus/"
+
+_COUNTERS = (
+    ("events", "logstream_events", "On-time events delivered."),
+    ("late_events", "logstream_late_events", "Events behind the watermark (late_events)."),
+    ("quarantined", "logstream_quarantined_lines", "Unparseable lines sent to quarantine."),
+    ("corrupt_files", "logstream_corrupt_files", "Input files that could not be read whole."),
+    ("duplicates", "logstream_duplicates_dropped", "Re-sent lines dropped by --dedup."),
+)
+
+_LATEST_PROGRESS = (
+    "SELECT p.query, p.batch_id, p.input_rows_per_s, p.processed_rows_per_s, "
+    "p.batch_duration_ms, p.num_input_rows, p.state_rows FROM progress p "
+    "JOIN (SELECT query, MAX(seq) AS seq FROM progress GROUP BY query) m "
+    "ON p.query = m.query AND p.seq = m.seq ORDER BY p.query"
+)
+
+
+def _open_store(store: Path | str) -> Any:
+    from logstream.serving import ServingStore
+
+    text = str(store)
+    if text.startswith(("postgresql://", "postgres://")):
+        from logstream.serving import open_store  # type: ignore[attr-defined]
+
+        return open_store(text, read_only=True)
+    return ServingStore(Path(text.removeprefix("sqlite:///")), read_only=True)
+
+
+class StoreCollector(Collector):
+    """A ``prometheus_client`` collector reading the serving store at each scrape.
+
+    Parameters
+    ----------
+    store : Path or str
+        The SQLite file, a ``sqlite:///PATH`` URL or a ``postgresql://`` URL. A store that
+        does not exist yet (the pipeline has not started) gives ``logstream_up 0``.
+    """
+
+    def __init__(self, store: Path | str) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the metrics of the module table (only ``logstream_up`` when unreadable)."""
+        up = GaugeMetricFamily("logstream_up", "1 when the serving store could be read.")
+        try:
+            metrics = list(self._read())
+        except Exception:  # a store not created yet, or being created: not an error
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from metrics
+
+    def _read(self) -> Iterator[Metric]:
+        store = _open_store(self.store)
+        counters = store.counters()
+        for key, name, doc in _COUNTERS:
+            family = CounterMetricFamily(name, doc)
+            family.add_metric([], counters.get(key, 0) or 0)
+            yield family
+        batches = store.query("SELECT COUNT(*) AS n FROM ledger")[0]["n"]
+        family = CounterMetricFamily(
+            "logstream_micro_batches", "Micro-batches committed to the store."
+        )
+        family.add_metric([], batches)
+        yield family
+
+        analytics_rows = int(store.get_state("analytics_state_rows") or 0)
+        gauges = {
+            "input_rows_per_s": GaugeMetricFamily(
+                "logstream_input_rows_per_second",
+                "Input rate of the latest micro-batch, rows/s.",
+                labels=["query"],
+            ),
+            "processed_rows_per_s": GaugeMetricFamily(
+                "logstream_processed_rows_per_second",
+                "Processing rate of the latest micro-batch, rows/s.",
+                labels=["query"],
+            ),
+            "batch_duration_ms": GaugeMetricFamily(
+                "logstream_batch_duration_seconds",
+                "Duration of the latest micro-batch, seconds.",
+                labels=["query"],
+            ),
+            "num_input_rows": GaugeMetricFamily(
+                "logstream_input_rows", "Rows of the latest micro-batch.", labels=["query"]
+            ),
+            "state_rows": GaugeMetricFamily(
+                "logstream_state_rows",
+                "State rows: Spark's state store, plus the analytics state for ingest.",
+                labels=["query"],
+            ),
+            "batch_id": GaugeMetricFamily(
+                "logstream_latest_batch_id", "Latest micro-batch id.", labels=["query"]
+            ),
+        }
+        for row in store.query(_LATEST_PROGRESS):
+            query = row["query"]
+            state_rows = (row["state_rows"] or 0) + (analytics_rows if query == "ingest" else 0)
+            values = {
+                "input_rows_per_s": row["input_rows_per_s"] or 0.0,
+                "processed_rows_per_s": row["processed_rows_per_s"] or 0.0,
+                "batch_duration_ms": (row["batch_duration_ms"] or 0) / 1000,
+                "num_input_rows": row["num_input_rows"] or 0,
+                "state_rows": state_rows,
+                "batch_id": row["batch_id"],
+            }
+            for key, family in gauges.items():
+                family.add_metric([query], values[key])
+        yield from gauges.values()
+
+        newest_ms = store.get_state("max_event_time_ms")
+        if newest_ms is not None:
+            newest = GaugeMetricFamily(
+                "logstream_max_event_time_seconds", "Newest event time, Unix seconds."
+            )
+            newest.add_metric([], int(newest_ms) / 1000)
+            yield newest
+            delay_ms = store.get_state("watermark_delay_ms")
+            if delay_ms is not None:
+                watermark = GaugeMetricFamily(
+                    "logstream_watermark_seconds", "Event-time watermark, Unix seconds."
+                )
+                watermark.add_metric([], (int(newest_ms) - float(delay_ms)) / 1000)
+                yield watermark
+
+
+def scrape(store: Path | str) -> bytes:
+    """The metrics of ``store`` in the Prometheus text format (what the route serves)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(store))
+    return generate_latest(registry)
+
+
+def add_metrics_route(server: Flask, store: Path | str) -> None:
+    """Serve :func:`scrape` of ``store`` at :data:`METRICS_PATH` on a Flask server (the
+    dashboard's)."""
+    from flask import Response
+
+    def metrics() -> Response:
+        return Response(scrape(store), mimetype=CONTENT_TYPE_LATEST)
+
+    server.add_url_rule(METRICS_PATH, "prometheus_metrics", metrics)
+    server.add_url_rule(METRICS_PATH.rstrip("/"), "prometheus_metrics_bare", metrics)
