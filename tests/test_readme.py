@@ -31,6 +31,10 @@ COVERED_ELSEWHERE = {
         "tests/sources/test_stream_sources.py (the replay server feeds logstream run --socket)"
     ),
     "logstream run --rate": "tests/sources/test_stream_sources.py (the rate source, in order)",
+    "logstream run --sink http://": (
+        "tests/sinks/test_run_sinks.py (a webhook on a local server, JSON and CSV outputs)"
+    ),
+    "logstream sql ": "tests/sinks/test_sql.py (the same statement on the NASA day, the prompt)",
     "logstream run --store postgresql://": (
         "tests/serving/test_postgres.py (logstream run into a throwaway PostgreSQL server)"
     ),
