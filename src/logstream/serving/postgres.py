@@ -307,7 +307,7 @@ def _connect(conninfo: str, shown: str, timeout: float) -> psycopg.Connection[An
         return psycopg.connect(conninfo, connect_timeout=max(2, round(timeout)))
     except psycopg.Error as exc:
         lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-        reason = lines[-1] if lines else type(exc).__name__
+        reason = " ".join(lines) or type(exc).__name__
         raise ConfigError(
             f"store {shown!r}: cannot connect to PostgreSQL ({reason}): {_URL_FIX}"
         ) from None
