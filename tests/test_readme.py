@@ -21,6 +21,7 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 #: Commands run elsewhere, with the test that runs the same entry point.
 COVERED_ELSEWHERE = {
     "make run": "tests/test_demo.py (logstream run with no source)",
+    "logstream rules": "tests/rules/test_triggers.py (socket → console, continuous; 0s → webhook)",
     "make test": "CI itself (.ci/run)",
     "spark-submit": "tests/cluster/test_spark_submit.py (a real standalone cluster)",
     "logstream dstream": "tests/dstream/test_wordcount.py (fed by the replay server)",

@@ -123,3 +123,19 @@ def test_the_alert_schema_is_the_documented_one(flagged):
 def test_nasa_cgi_bin_imagemap_is_not_a_scanner():
     assert not re.search(SCANNER_PATTERN, "/cgi-bin/imagemap/countdown?99,176")
     assert match_rules("/cgi-bin/imagemap/countdown", "99,176", None, 302) == []
+
+
+def test_the_public_names_of_logstream_rules_are_pinned():
+    import logstream.rules
+
+    assert sorted(logstream.rules.__all__) == [
+        "ALERT_COLUMNS",
+        "RULES",
+        "SCANNER_PATTERN",
+        "SCANNER_SIGNATURES",
+        "alert_stream",
+        "match_rules",
+        "rule_alerts",
+        "rule_conditions",
+    ]
+    assert all(hasattr(logstream.rules, name) for name in logstream.rules.__all__)
