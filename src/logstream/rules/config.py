@@ -10,9 +10,6 @@ from logstream.pipeline.config import interval_seconds, spark_interval
 
 __all__ = ["RulesConfig", "Trigger", "parse_trigger"]
 
-#: ``logstream rules --sink`` values besides ``webhook URL`` and ``kafka://HOST:PORT/TOPIC``.
-_SINK_HELP = "console, an http(s):// webhook URL, or kafka://HOST:PORT/TOPIC"
-
 
 @dataclass(frozen=True)
 class Trigger:
@@ -158,24 +155,22 @@ class RulesConfig:
 
     @property
     def sink_kind(self) -> str:
-        """``console``, ``webhook`` or ``kafka`` (the sink is checked here)."""
+        """``console``, ``webhook`` or ``kafka``; a URL is checked by
+        :func:`logstream.sinks.route.parse_sink`, as ``logstream run --sink`` checks it."""
         if self.sink == "console":
             return "console"
-        if self.sink.startswith(("http://", "https://")):
-            from logstream.sinks.webhook import check_webhook_url
+        from logstream.sinks.route import KafkaSink, parse_sink
 
-            check_webhook_url(self.sink)
-            return "webhook"
-        if self.sink.startswith("kafka://"):
-            self.kafka_target()
-            return "kafka"
-        raise ConfigError(f"--sink {self.sink!r}: use {_SINK_HELP}")
+        try:
+            parsed = parse_sink(self.sink)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (or console)") from None
+        return "kafka" if isinstance(parsed, KafkaSink) else "webhook"
 
     def kafka_target(self) -> tuple[str, str]:
         """``(bootstrap servers, topic)`` of a ``kafka://HOST:PORT/TOPIC`` sink."""
-        servers, _, topic = self.sink.removeprefix("kafka://").partition("/")
-        if not servers or ":" not in servers or not topic or "/" in topic:
-            raise ConfigError(
-                f"--sink {self.sink!r}: write a Kafka sink as kafka://HOST:PORT/TOPIC"
-            )
-        return servers, topic
+        from logstream.sinks.route import KafkaSink, parse_sink
+
+        parsed = parse_sink(self.sink)
+        assert isinstance(parsed, KafkaSink)
+        return parsed.bootstrap, parsed.topic

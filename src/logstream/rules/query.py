@@ -67,8 +67,9 @@ def start_alert_query(spark: SparkSession, cfg: RulesConfig) -> StreamingQuery:
     Sinks: ``console`` prints one JSON object per alert (``to_json`` of
     :data:`~logstream.rules.ALERT_COLUMNS`, untruncated); a webhook URL gets
     :class:`logstream.sinks.webhook.WebhookWriter` (``Idempotency-Key`` per partition and
-    epoch, a ledger under the checkpoint); ``kafka://HOST:PORT/TOPIC`` writes key = rule,
-    value = the JSON object with Spark's Kafka sink.
+    epoch, a ledger under the checkpoint); ``kafka://HOST:PORT/TOPIC`` writes
+    :func:`logstream.sinks.kafka.kafka_records` (key ``rule_alerts|<SHA-256 of the value>``,
+    value the JSON object) with Spark's Kafka sink, at least once.
 
     Raises
     ------
@@ -84,14 +85,9 @@ def start_alert_query(spark: SparkSession, cfg: RulesConfig) -> StreamingQuery:
         raise ConfigError(f"--format {cfg.log_format!r}: {exc}") from None
     kind = cfg.sink_kind
     if kind == "kafka":
-        from logstream.sources.stream import KAFKA_PACKAGE, kafka_available
+        from logstream.sinks.kafka import check_kafka_sink
 
-        if not kafka_available(spark):
-            raise ConfigError(
-                f"--sink {cfg.sink}: the Kafka sink needs Spark's Kafka connector, which is not "
-                f"on the classpath: launch with spark-submit --packages {KAFKA_PACKAGE} (or set "
-                "spark.jars.packages)"
-            )
+        check_kafka_sink(spark)
     continuous = cfg.trigger.kind == "continuous"
     alerts = alert_stream(alert_lines(spark, cfg), fmt, continuous=continuous)
     checkpoint = str(cfg.checkpoint or tempfile.mkdtemp(prefix="logstream-rules-"))
@@ -116,9 +112,11 @@ def start_alert_query(spark: SparkSession, cfg: RulesConfig) -> StreamingQuery:
             WebhookWriter(cfg.sink, name="alerts", ledger_dir=str(ledger))
         )
     else:
+        from logstream.sinks.kafka import kafka_records
+
         servers, topic = cfg.kafka_target()
         writer = (
-            alerts.select(F.col("rule").alias("key"), as_json.alias("value"))
+            kafka_records(alerts, "rule_alerts", key_cols=())
             .writeStream.format("kafka")
             .option("kafka.bootstrap.servers", servers)
             .option("topic", topic)
