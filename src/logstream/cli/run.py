@@ -228,7 +228,8 @@ def run(
         typer.Option(
             "--trigger",
             help="'available-now' (process what exists, then exit) "
-            "or a processing-time interval such as '5 seconds'.",
+            "or a processing-time interval such as '5 seconds'; '0 seconds' starts each "
+            "micro-batch as soon as the previous one ends (docs/triggers.md).",
         ),
     ] = "5 seconds",
     max_files_per_trigger: Annotated[
