@@ -25,10 +25,10 @@ interactive exploration and small inputs, not for the pipeline's outputs.
 
 With ``--execute SQL`` (repeatable) the statements run once every available input line has
 been processed (``processAllAvailable``: the same answer every time) and the result is printed
-as tables, or as JSON lines with ``--json``. Without it an interactive prompt opens; every
-statement reads the tables as they are at that moment while the queries keep running (a
-watched directory's new files show up). Prompt commands: ``.tables``, ``.status``,
-``.help``, ``.quit``.
+as tables, or as JSON lines with ``--json``. Without it an interactive prompt opens, also
+after the available input is processed; then every statement reads the tables as they are at
+that moment while the queries keep running (a watched directory's new files show up).
+Prompt commands: ``.tables``, ``.status``, ``.help``, ``.quit``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ TABLES = {
     "traffic": ("append", "requests, bytes, status classes per final window"),
 }
 
-_out = Console(soft_wrap=True, highlight=False)
+_out = Console(soft_wrap=True, highlight=False, markup=False)  # URL paths may hold [ ]
 
 
 def _start_tables(

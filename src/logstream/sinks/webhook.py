@@ -41,6 +41,7 @@ import base64
 import datetime as dt
 import decimal
 import email.utils
+import http.client
 import json
 import logging
 import math
@@ -323,7 +324,8 @@ class WebhookWriter:
                     ) from None
                 last = f"HTTP {e.code} {e.reason}"
                 wait = _retry_after(e.headers.get("Retry-After"), wait)
-            except (urllib.error.URLError, OSError) as e:  # refused, reset, timeout
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+                # refused, reset, timeout, a connection closed mid-answer
                 last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
             if attempt < self.retries:
                 log.warning(
