@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from logstream.errors import ConfigError, InputPathError
 from logstream.pipeline.config import interval_seconds, spark_interval
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import DataStreamWriter
 
 __all__ = ["RulesConfig", "Trigger", "parse_trigger"]
 
@@ -26,7 +30,7 @@ class Trigger:
     kind: str
     interval: str
 
-    def apply(self, writer):  # type: ignore[no-untyped-def]
+    def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
         """Set this trigger on a ``DataStreamWriter`` and return it."""
         if self.kind == "continuous":
             return writer.trigger(continuous=self.interval)
