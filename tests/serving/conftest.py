@@ -10,6 +10,7 @@ installs them (``.ci/run``).
 
 from __future__ import annotations
 
+import getpass
 import glob
 import os
 import shutil
@@ -18,6 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,53 +63,59 @@ def _bin_dir() -> Path:
     return Path(found[-1]).parent
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server on a free localhost port for the whole session (trust auth)."""
+@contextmanager
+def postgres_cluster(durable: bool = False) -> Iterator[PostgresServer]:
+    """Start a throwaway cluster on a free localhost port; stop and remove it on exit (also
+    used by ``bench/bench_store.py``). Not ``durable`` (the tests): no fsync, asynchronous
+    commits; ``durable``: the server's defaults."""
     bin_dir = _bin_dir()
     root = Path(tempfile.mkdtemp(prefix="logstream-pg-"))
     data, sockets = root / "data", root / "sock"
     sockets.mkdir()
     as_user: list[str] = []
-    user = os.environ.get("USER") or "postgres"
     if os.geteuid() == 0:  # initdb refuses root: the cluster is the postgres user's
         as_user, user = ["runuser", "-u", "postgres", "--"], "postgres"
         shutil.chown(root, "postgres")
         shutil.chown(sockets, "postgres")
     else:
-        import getpass
-
         user = getpass.getuser()
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*as_user, *args], capture_output=True, text=True, timeout=120)
 
-    done = run(
-        str(bin_dir / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
-        "--encoding=UTF8", "--locale=C", "--no-sync",
-    )  # fmt: skip
-    if done.returncode:
-        pytest.fail(f"initdb failed: {done.stderr}", pytrace=False)
-    port = free_port()
-    options = (
-        f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off "
-        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
-    )
-    done = run(
-        str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"),
-        "-o", options, "-w", "-t", str(START_TIMEOUT_S), "start",
-    )  # fmt: skip
-    if done.returncode:
-        log = (root / "server.log").read_text() if (root / "server.log").exists() else ""
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.fail(f"pg_ctl start failed: {done.stderr}{done.stdout}\n{log}", pytrace=False)
-    server = PostgresServer(port=port, user=user, bin_dir=bin_dir, as_user=as_user)
     try:
-        _wait_ready(server)
-        yield server
+        done = run(
+            str(bin_dir / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
+            "--encoding=UTF8", "--locale=C", "--no-sync",
+        )  # fmt: skip
+        if done.returncode:
+            pytest.fail(f"initdb failed: {done.stderr}", pytrace=False)
+        port = free_port()
+        options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c max_connections=60"
+        if not durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        done = run(
+            str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"),
+            "-o", options, "-w", "-t", str(START_TIMEOUT_S), "start",
+        )  # fmt: skip
+        if done.returncode:
+            log = (root / "server.log").read_text() if (root / "server.log").exists() else ""
+            pytest.fail(f"pg_ctl start failed: {done.stderr}{done.stdout}\n{log}", pytrace=False)
+        server = PostgresServer(port=port, user=user, bin_dir=bin_dir, as_user=as_user)
+        try:
+            _wait_ready(server)
+            yield server
+        finally:
+            run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
     finally:
-        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server on a free localhost port for the whole session (trust auth)."""
+    with postgres_cluster() as server:
+        yield server
 
 
 def _wait_ready(server: PostgresServer) -> None:

@@ -558,7 +558,7 @@ def run(
                 pipeline.stop()
                 if server is not None:
                     server.stop()
-            outputs = f"outputs in {cfg.output_dir}, store {cfg.store_url}"
+            outputs = f"outputs in {cfg.output_dir}, store {pipeline.store.url}"  # no password
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
