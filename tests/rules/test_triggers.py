@@ -4,13 +4,16 @@ trigger refused at start, and ``logstream run --trigger "0 seconds"``."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -24,7 +27,7 @@ from logstream.replay import TcpLineServer
 from logstream.rules.config import RulesConfig, parse_trigger
 from logstream.rules.query import start_alert_query
 from logstream.sources.stream import KAFKA_PACKAGE
-from tests.conftest import NASA_JUL_2000, REPO, data_file, free_port
+from tests.conftest import NASA_JUL_2000, REPO, TWIKI_CRLF, data_file, free_port
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 from tests.rules.test_rules import SAMPLES, _oracle
 
@@ -32,6 +35,7 @@ from tests.rules.test_rules import SAMPLES, _oracle
 LINES = SAMPLES["elastic"][1]
 EXPECTED = Counter({line: n for (line, _), n in _oracle(LINES).items()})
 DEADLINE_S = 180
+_CLF_TIME = re.compile(r"\[[^\]]*\]")
 
 
 def _feed(server: TcpLineServer, lines: list[str]) -> None:
@@ -192,3 +196,42 @@ def test_logstream_run_with_processing_time_zero_counts_every_line(spark, tmp_pa
     hosts = {line.split(" ", 1)[0] for line in lines}
     assert events.agg(F.countDistinct("client_host")).first()[0] == len(hosts)
     assert batches == 1  # one file, one micro-batch (no empty batch while polling)
+
+
+def test_the_rate_source_alerts_on_every_alert_line_of_its_sample(spark, webhook, tmp_path):
+    """``--source rate --rate-sample``: the real TWiki lines, stamped now, cycled at 1,000/s."""
+    sample = data_file(TWIKI_CRLF)
+    with gzip.open(sample, "rt", encoding="utf-8") as fh:
+        lines = [line.rstrip("\r\n") for line in fh]
+    masked = {_CLF_TIME.sub("[]", line) for line, _ in _oracle(lines)}
+    host, port = webhook.server_address[:2]
+    cfg = RulesConfig(
+        source="rate",
+        rate=1000,
+        rate_sample=sample,
+        trigger=parse_trigger("0s"),
+        sink=f"http://{host}:{port}/alerts",
+        log_format="common",
+        checkpoint=tmp_path / "ck",
+    )
+    query = start_alert_query(spark, cfg)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        rows: list[dict] = []
+        while time.monotonic() < deadline:
+            rows = [row for _, batch in list(webhook.received) for row in batch]
+            if {_CLF_TIME.sub("[]", row["raw_line"].rstrip()) for row in rows} >= masked:
+                break
+            assert query.isActive, query.exception()
+            time.sleep(0.2)  # polling the webhook server with a deadline
+    finally:
+        query.stop()
+    assert {_CLF_TIME.sub("[]", row["raw_line"].rstrip()) for row in rows} == masked
+    for row in rows:  # each line is stamped with the time the rate source made it
+        assert row["raw_line"].split("[", 1)[1][:20] == _clf(row["received_at"])
+        assert row["rules"] == ["auth_failure"] and row["status"] == 401
+
+
+def _clf(iso: str) -> str:
+    """``2026-11-24T21:00:05.123Z`` → ``24/Nov/2026:21:00:05`` (the CLF time of that second)."""
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).strftime("%d/%b/%Y:%H:%M:%S")
