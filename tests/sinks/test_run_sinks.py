@@ -49,7 +49,7 @@ def chunks(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def parquet_run(spark, chunks, tmp_path_factory):
     """Parquet + webhook, one micro-batch: crashed after its publish, before the store commit,
-    then restarted (the micro-batch is replayed)."""
+    then restarted with ``logstream run --sink URL`` (the micro-batch is replayed)."""
     tmp = tmp_path_factory.mktemp("sinks-parquet")
     with HookServer() as server:
         cfg = config(tmp, chunks, max_files_per_trigger=None, sinks=(server.url,), **ALERTS)
@@ -66,21 +66,18 @@ def parquet_run(spark, chunks, tmp_path_factory):
             finally:
                 first.stop()
         sent_before_restart = len(server.accepted)
-        again = Pipeline(spark, cfg)
-        try:
-            again.run()
-        finally:
-            again.stop()
+        cli_run(chunks, tmp, "parquet", "--sink", server.url)  # the restart, from the CLI
         accepted = list(server.accepted)
     return tmp / "out", accepted, sent_before_restart
 
 
-def cli_run(chunks: Path, tmp: Path, fmt: str) -> Path:
+def cli_run(chunks: Path, tmp: Path, fmt: str, *extra: str) -> Path:
+    """``logstream run`` with the options of :func:`tests.pipeline.helpers.config`."""
     args = ["run", "--input-dir", str(chunks), "--output-dir", str(tmp / "out")]
     args += ["--state-dir", str(tmp / "state"), "--store", f"sqlite:///{tmp / 'store.db'}"]
     args += ["--trigger", "available-now", "--format", "common", "--queries", QUERIES]
     args += ["--alert-warmup", "5 minutes", "--alert-sigma", "1", "--output-format", fmt, "-q"]
-    assert main(args) == 0
+    assert main([*args, *extra]) == 0
     return tmp / "out"
 
 
