@@ -19,8 +19,10 @@ Usage::
 
     python bench/drill_kill.py --kills 20 --seed 7      # writes bench/results/drill-kill.json
 
-The test suite runs :func:`drill` with 2 kills on the day's first 6,000 lines
-(``tests/pipeline/test_kill_drill.py``).
+Not in the test suite (its time budget): ``tests/pipeline/test_recovery.py`` kills the
+pipeline at every write of a micro-batch, and the rotation drill's short form
+(``tests/pipeline/test_follow_run.py``) at a random moment. Run it after changing the
+micro-batch step.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ everything; the outputs agree with the batch report."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import time
 import urllib.request
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import functions as F
 
@@ -51,6 +53,24 @@ def metric_values(text: str) -> dict[str, float]:
     return values
 
 
+def component_prop(node: Any, component_id: str, prop: str) -> Any:
+    """A property of the component ``component_id`` in a Dash layout (JSON), or None."""
+    if isinstance(node, dict):
+        props = node.get("props", {})
+        if isinstance(props, dict) and props.get("id") == component_id:
+            return props.get(prop)
+        children = list(node.values())
+    elif isinstance(node, list):
+        children = node
+    else:
+        return None
+    for child in children:
+        found = component_prop(child, component_id, prop)
+        if found is not None:
+            return found
+    return None
+
+
 def scrape_during_the_run(port: int, db: Path) -> dict[str, float]:
     """Scrape the dashboard's /metrics/prometheus/ while the demo runs: logstream's counters
     equal the store's at that moment, and the streaming metrics of the ingest query are there;
@@ -77,9 +97,9 @@ def scrape_during_the_run(port: int, db: Path) -> dict[str, float]:
     assert got["logstream_watermark_seconds"] < got["logstream_max_event_time_seconds"]
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-layout", timeout=10) as resp:
-        ui = re.search(r'"(http://[^"]+:\d+)"', resp.read().decode().split("spark-ui-link")[1])
-    assert ui is not None
-    with urllib.request.urlopen(f"{ui.group(1)}/metrics/prometheus/", timeout=10) as resp:
+        ui = component_prop(json.load(resp), "spark-ui-link", "href")
+    assert ui is not None and ui.startswith("http://")
+    with urllib.request.urlopen(f"{ui}/metrics/prometheus/", timeout=10) as resp:
         spark_metrics = resp.read().decode()
     for gauge in ("inputRate_total", "processingRate_total", "latency"):
         assert re.search(rf"_driver_spark_streaming_ingest_{gauge}_Value", spark_metrics), gauge
