@@ -19,6 +19,10 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    ``backfill_bots``: ``backfill_full`` plus ``--bot-model`` (a bot model trained before the
    timing, untimed, on the real elastic Combined sample: ``logstream model train bots``), so
    every final client window is also scored (the cost of ``bot_scores``);
+   ``backfill_json``: ``backfill_full`` with ``--output-format json`` (JSON lines instead of
+   Parquet); ``backfill_webhook``: ``backfill_full`` plus ``--sink http://127.0.0.1:PORT/hook``,
+   a receiver in this process that answers every POST at once (the cost of sending the alerts
+   and final windows: :mod:`logstream.sinks.webhook`);
 5. ``live`` (unless ``--skip-live``): ``logstream run --trigger "2 seconds"`` while chunk files
    land in its input directory at ``--live-rate`` lines/s for ``--live-seconds``; the latency
    of a chunk is the time from its rename into the directory to the moment the serving store's
@@ -39,6 +43,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import platform
@@ -137,6 +142,8 @@ ROWS = (
     "backfill_no_reference",
     "backfill_reference",
     "backfill_bots",
+    "backfill_json",
+    "backfill_webhook",
 )
 ELASTIC = "elastic_apache_logs_combined_2015.log.gz"
 
@@ -148,6 +155,35 @@ def train_bot_model(out: Path) -> Path:
         raise SystemExit(f"{data / ELASTIC} is missing: set LOGSTREAM_DATA_DIR")
     timed([*LOGSTREAM, "model", "train", "bots", "--input", str(data / ELASTIC), "--out", str(out)])
     return out
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    """A webhook that takes every POST at once and counts the rows (JSON arrays) it got."""
+
+    rows = 0
+    posts = 0
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).rows += len(json.loads(body))
+        type(self).posts += 1
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def backfill_webhook(files: list[Path], per_trigger: int) -> tuple[float, int, int]:
+    """``backfill_full`` with a webhook sink; returns (seconds, posts, rows received)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    try:
+        seconds = backfill(files, per_trigger, "all", "--sink", url)
+    finally:
+        server.shutdown()
+    return seconds, _Receiver.posts, _Receiver.rows
 
 
 def backfill(files: list[Path], per_trigger: int, queries: str, *extra: str) -> float:
@@ -307,6 +343,12 @@ def main() -> None:
     if "backfill_bots" in rows:
         model = args.bot_model or train_bot_model(tmp / "bots")
         figures["backfill_bots"] = backfill(files, per, "all", "--bot-model", str(model))
+    if "backfill_json" in rows:
+        figures["backfill_json"] = backfill(files, per, "all", "--output-format", "json")
+    webhook = None
+    if "backfill_webhook" in rows:
+        figures["backfill_webhook"], posts, received = backfill_webhook(files, per)
+        webhook = {"posts": posts, "rows": received}
     shutil.rmtree(tmp, ignore_errors=True)
     report = {
         "input": f"NASA day x{len(files)} (bench/build_july.py), {lines:,} lines",
@@ -317,6 +359,8 @@ def main() -> None:
         "vs_goaccess": {k: round(figures["goaccess"] / v, 3) for k, v in figures.items()},
         "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
     }
+    if webhook is not None:
+        report["webhook_received"] = webhook
     if not args.skip_live:
         report["live"] = live(files, args.live_rate, args.live_seconds)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,9 +20,7 @@ Usage::
     python bench/drill_kill.py --kills 20 --seed 7      # writes bench/results/drill-kill.json
 
 Not in the test suite (its time budget): ``tests/pipeline/test_recovery.py`` kills the
-pipeline at every write of a micro-batch, and the rotation drill's short form
-(``tests/pipeline/test_follow_run.py``) at a random moment. Run it after changing the
-micro-batch step.
+pipeline at every write of a micro-batch. Run it after changing the micro-batch step.
 """
 
 from __future__ import annotations

@@ -31,8 +31,10 @@ Usage::
 
     python bench/drill_rotation.py --kills 2 --seed 5     # bench/results/drill-rotation.json
 
-The suite runs :func:`drill` on the day's first 8,000 lines at 400 lines/s
-(``tests/pipeline/test_follow_run.py``).
+Not in the test suite (two minutes for one kill; the suite's time budget):
+``tests/pipeline/test_follow_run.py`` runs the same rotations over several clean restarts,
+``tests/pipeline/test_recovery.py`` kills at every write of a micro-batch. Run it after
+changing the follow source.
 """
 
 from __future__ import annotations

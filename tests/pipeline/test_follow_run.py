@@ -6,13 +6,10 @@ computation."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 from pyspark.sql import functions as F
-from tests.conftest import DATA_DIR
 from tests.pipeline.helpers import config, nasa_lines
 
 from logstream import analytics
@@ -93,27 +90,3 @@ def test_a_rotating_log_is_counted_once_across_restarts(spark, nasa_day, tmp_pat
     final = final.select(*stream.columns)
     assert stream.count() == final.count() > 0
     assert stream.exceptAll(final).count() == 0
-
-
-def load_bench(name: str):
-    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_rotation_drill_counts_every_line_once_through_a_kill(spark, tmp_path, monkeypatch):
-    """Issue 18's drill, short form: a writer process appends the real NASA lines and rotates
-    the log by rename twice (compressing the older rotation) and by copytruncate once, while
-    the pipeline following it is SIGKILLed and restarted (``bench/drill_rotation.py --kills
-    10`` is the long form; one kill here keeps the suite within its time budget)."""
-    monkeypatch.setenv("LOGSTREAM_DATA_DIR", str(DATA_DIR))
-    drill = load_bench("drill_rotation")
-    result = drill.drill(spark, kills=1, seed=5, work=tmp_path, max_lines=5_000, rate=400)
-    assert len(result.kill_moments_s) == 1
-    assert (tmp_path / "logs" / "access.log.2.gz").exists()
-    assert result.events == 5_000 and result.late_events == 0 and result.quarantined == 0
-    assert result.final_windows > 0 and result.window_differences == 0
