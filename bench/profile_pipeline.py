@@ -9,7 +9,8 @@ available-now`` and ``--max-files-per-trigger`` files per micro-batch, then read
   ``commitOffsets``, ``triggerExecution``), summed per query;
 * every Spark job and stage from the Spark UI's REST API (``/api/v1/applications/<id>/jobs``
   and ``/stages``, Spark docs "Monitoring and Instrumentation"), grouped by the query whose
-  micro-batch ran it (a streaming job's group is its query's run id): jobs, stages, wall time
+  micro-batch ran it (a streaming job's group is its query's run id) and by the micro-batch
+  step that ran it (the job description, ``logstream ingest: STEP``): jobs, stages, wall time
   of the jobs, executor run time of the stages, and the dearest stages with their call sites.
 
 Usage::
@@ -55,13 +56,17 @@ def _ts(text: str | None) -> float | None:
     return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
-def profile(days: int, files_per_trigger: int, queries: str, extra: dict) -> dict:
+def profile(
+    days: int, files_per_trigger: int, queries: str, extra: dict, conf: dict[str, str] | None = None
+) -> dict:
     from logstream.config import SparkSettings
     from logstream.pipeline import Pipeline, PipelineConfig
     from logstream.session import get_spark
 
     files = build_july(DEFAULT_OUT, days)
-    spark = get_spark(SparkSettings(master="local[2]", ui_enabled=True, app_name="profile"))
+    spark = get_spark(
+        SparkSettings(master="local[2]", ui_enabled=True, app_name="profile", extra=conf or {})
+    )
     tmp = Path(tempfile.mkdtemp(prefix="profile-"))
     landing = tmp / "landing"
     landing.mkdir()
@@ -114,24 +119,34 @@ def profile(days: int, files_per_trigger: int, queries: str, extra: dict) -> dic
     by_query: dict[str, dict] = defaultdict(
         lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
     )
+    by_step: dict[str, dict] = defaultdict(
+        lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
+    )
     dear = []
     for job in jobs:
         query = run_ids.get(job.get("jobGroup") or "", "(outside a query)")
+        step = job.get("description") or "(no description)"
         row = by_query[query]
+        step_row = by_step[step]
         row["jobs"] += 1
+        step_row["jobs"] += 1
         start, end = _ts(job.get("submissionTime")), _ts(job.get("completionTime"))
         if start and end:
             row["job_wall_s"] += end - start
+            step_row["job_wall_s"] += end - start
         for sid in job.get("stageIds", []):
             stage = stages.get(sid)
             if stage is None or stage.get("status") == "SKIPPED":
                 continue
             row["stages"] += 1
+            step_row["stages"] += 1
             run_s = stage.get("executorRunTime", 0) / 1000
             row["executor_run_s"] += run_s
+            step_row["executor_run_s"] += run_s
             dear.append(
                 {
                     "query": query,
+                    "step": step,
                     "stage": sid,
                     "name": stage.get("name", "")[:120],
                     "tasks": stage.get("numTasks"),
@@ -140,7 +155,8 @@ def profile(days: int, files_per_trigger: int, queries: str, extra: dict) -> dic
                     "shuffle_write_records": stage.get("shuffleWriteRecords"),
                 }
             )
-    dear.sort(key=lambda s: -s["executor_run_s"])
+    every_stage = sorted(dear, key=lambda s: s["stage"])
+    dear = sorted(dear, key=lambda s: -s["executor_run_s"])
     lines = 35272 * days
     result = {
         "input": f"NASA day x{days} (bench/build_july.py), {lines:,} lines",
@@ -150,6 +166,7 @@ def profile(days: int, files_per_trigger: int, queries: str, extra: dict) -> dic
         "files_per_trigger": files_per_trigger,
         "queries": queries,
         "options": extra,
+        "spark_conf": conf or {},
         "pipeline_wall_s": round(wall, 1),
         "snapshot_rows_per_batch": state_rows,
         "snapshot_rows_max": max((r for _, r in state_rows), default=0),
@@ -159,7 +176,12 @@ def profile(days: int, files_per_trigger: int, queries: str, extra: dict) -> dic
             q: {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
             for q, row in by_query.items()
         },
+        "per_step_spark": {
+            step: {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
+            for step, row in by_step.items()
+        },
         "dearest_stages": dear[:25],
+        "stages": every_stage,
         "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
     }
     shutil.rmtree(tmp, ignore_errors=True)
@@ -173,12 +195,19 @@ def main() -> None:
     parser.add_argument("--queries", default="all")
     parser.add_argument("--label", default="run")
     parser.add_argument("--bot-model", type=Path, help="score client windows with this model")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
     args = parser.parse_args()
     extra = {"bot_model": str(args.bot_model)} if args.bot_model else {}
-    result = profile(args.days, args.files_per_trigger, args.queries, extra)
+    conf = dict(item.split("=", 1) for item in args.conf)
+    result = profile(args.days, args.files_per_trigger, args.queries, extra, conf)
     out = RESULTS / f"profile-{args.label}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    summary = {k: result[k] for k in ("pipeline_wall_s", "events_per_s", "per_query_spark")}
+    summary = {
+        k: result[k]
+        for k in ("pipeline_wall_s", "events_per_s", "ingest_steps_s", "per_step_spark")
+    }
     print(json.dumps(summary, indent=2))
     print(f"written {out}")
 

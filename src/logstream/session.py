@@ -7,7 +7,8 @@ logstream's needs (Spark docs, "Structured Streaming Programming Guide" and "Con
   on UTC minutes whatever the machine's zone is;
 * ANSI mode stays on (Spark 4 default); the parser uses ``try_*`` functions so no input line can
   fail a job;
-* shuffle partitions are sized for a small machine;
+* shuffle partitions are sized for a small machine, and a local master's JVM uses the
+  parallel (throughput) garbage collector;
 * streaming state lives in the RocksDB state store with changelog checkpointing;
 * Spark's own streaming metrics are switched on (``spark.sql.streaming.metricsEnabled``) and
   exposed through the Prometheus servlet of the UI (``/metrics/prometheus/`` on the driver's
@@ -30,9 +31,12 @@ from logstream.config import SparkSettings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ROCKSDB_PROVIDER", "SPARK_LOG_LEVEL", "get_spark", "session_conf"]
+__all__ = ["LOCAL_JAVA_OPTIONS", "ROCKSDB_PROVIDER", "SPARK_LOG_LEVEL", "get_spark", "session_conf"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: JVM options of a local master's driver (the one JVM), unless the configuration sets some.
+LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 #: Spark's log level: errors only (logstream prints its own progress and summaries).
 SPARK_LOG_LEVEL = "ERROR"
 
@@ -69,6 +73,10 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.adaptive.enabled": "true",
+        # a micro-batch's cached parse is read a few times, then dropped: compressing it cost
+        # more CPU than it saved (31-day backfill, 2 cores: parse and cache 6.3 s → 5.2 s,
+        # the events written from it 4.7 s → 3.8 s; bench/profile_pipeline.py)
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # a truncated .gz keeps the lines read before the error instead of failing the job;
         # logstream finds such files itself and quarantines them (logstream.sources.integrity)
         "spark.sql.files.ignoreCorruptFiles": "true",
@@ -105,7 +113,13 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         conf.setMaster(settings.master)
     elif not conf.contains("spark.master"):
         conf.setMaster("local[*]")
-    if conf.get("spark.master", "").startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+    local = conf.get("spark.master", "").startswith("local")
+    if local and not conf.contains(_JAVA_OPTIONS):
+        # one JVM does the driver's and the executors' work: the throughput collector beats
+        # G1, whose concurrent threads compete for the cores (31-day backfill in-process, 2
+        # cores, bench/profile_pipeline.py: 59–62 s with G1, 53 s with ParallelGC)
+        conf.set(_JAVA_OPTIONS, LOCAL_JAVA_OPTIONS)
+    if local and "PYSPARK_PYTHON" not in os.environ:
         # local Python workers (pandas UDFs, transformWithStateInPandas) use this interpreter,
         # with its packages, not whatever `python3` is first on PATH
         os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -330,6 +330,13 @@ class EwmaDetector:
         minutes are most of what a detector scores (a page's minutes between its requests),
         and this runs about 10× faster than the general step.
 
+        Once the running mean is below ``min(k, k²)`` no silent minute can alert or be
+        clipped (``|z| = mean/σ`` with ``σ ≥ max(√mean, 1)`` is then at most ``k``), and the
+        mean only falls while the series is silent; the rest of the run is folded in by
+        :func:`_fold_silence`, the same mean and variance updates without the score. Most
+        page series (under one request a minute on average) are in that regime: on the
+        31-day NASA input it made the detector about 3× faster.
+
         Parameters
         ----------
         state : EwmaState or None
@@ -349,8 +356,13 @@ class EwmaDetector:
         k, alpha, warmup, min_requests = c.k, c.alpha, c.warmup_minutes, c.min_requests
         sqrt, copysign = math.sqrt, math.copysign
         x = 0.0
+        # below it |z| <= k for x = 0 (a margin for the rounding of sqrt and of the division)
+        quiet = min(k, k * k) * (1.0 - 1e-9)
         alerts: list[tuple[int, MinuteScore]] = []
         for i in range(minutes):
+            if mean < quiet:
+                n, mean, var = _fold_silence(n, mean, var, alpha, minutes - i)
+                break
             # max(sqrt(max(var, 0)), sqrt(max(mean, 0)), 1) without the calls of max()
             sigma = sqrt(var) if var > 0.0 else 0.0
             root = sqrt(mean) if mean > 0.0 else 0.0
@@ -375,6 +387,26 @@ class EwmaDetector:
                 mean, var = mean + a * d, (1.0 - a) * (var + a * d * d)
             n += 1
         return EwmaState(n, mean, var, s.rate_n, s.rate_mean, s.rate_var), alerts
+
+
+def _fold_silence(n: int, mean: float, var: float, alpha: float, minutes: int) -> tuple:
+    """Fold ``minutes`` zeros into ``(n, mean, var)``: what :func:`ew_update` gives minute
+    by minute (the same operations in the same order), with the weight fixed at ``alpha``
+    once ``1/(n + 1)`` is no larger. Returns the new ``(n, mean, var)``."""
+    end = n + minutes
+    while n < end and (n <= 0 or 1.0 / (n + 1) > alpha):
+        if n <= 0:
+            mean, var = 0.0, 0.0
+        else:
+            a = 1.0 / (n + 1)
+            d = 0.0 - mean
+            mean, var = mean + a * d, (1.0 - a) * (var + a * d * d)
+        n += 1
+    keep = 1.0 - alpha
+    for _ in range(end - n):
+        d = 0.0 - mean
+        mean, var = mean + alpha * d, keep * (var + alpha * d * d)
+    return end, mean, var
 
 
 class _Track(NamedTuple):
