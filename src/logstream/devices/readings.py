@@ -290,9 +290,13 @@ def threshold_alerts(readings: DataFrame) -> DataFrame:
         )
         for m in METRICS
     ]
-    return readings.select(
-        "device",
-        "room",
-        "event_time",
-        F.explode(F.filter(F.array(*over), lambda x: x.isNotNull())).alias("a"),
-    ).select("device", "room", "event_time", "a.metric", "a.value", "a.threshold")
+    return (
+        readings.select(
+            "device",
+            "room",
+            "event_time",
+            F.explode(F.array(*over)).alias("a"),  # no higher-order filter: generated code
+        )
+        .where(F.col("a").isNotNull())
+        .select("device", "room", "event_time", "a.metric", "a.value", "a.threshold")
+    )
