@@ -4,7 +4,8 @@
 #               stops it, DURATION=90s stops it after that long; RUN_ARGS="..." adds
 #               options of 'logstream run' (e.g. RUN_ARGS="--port 8060")
 #   make test   set up everything, then run the test suite
-# Set-up is idempotent: a virtual environment in .venv, Java 17 via apt-get when missing.
+# Set-up is idempotent: a virtual environment in .venv, Java 17 via apt-get when missing, the
+# JVM's class-data archive in ~/.cache/logstream/jvm (python -m logstream.jvm; once, ~30 s).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -27,6 +28,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 	@scripts/ensure-java.sh
+	@$(PY) -m logstream.jvm
 
 run: setup
 	$(VENV)/bin/logstream run $(if $(DURATION),--duration $(DURATION)) $(RUN_ARGS)

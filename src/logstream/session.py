@@ -8,7 +8,8 @@ logstream's needs (Spark docs, "Structured Streaming Programming Guide" and "Con
 * ANSI mode stays on (Spark 4 default); the parser uses ``try_*`` functions so no input line can
   fail a job;
 * shuffle partitions are sized for a small machine, and a local master's JVM uses the
-  parallel (throughput) garbage collector;
+  parallel (throughput) garbage collector and the machine's class-data archive
+  (:mod:`logstream.jvm`, built by ``make setup``);
 * streaming state lives in the RocksDB state store with changelog checkpointing;
 * Spark's own streaming metrics are switched on (``spark.sql.streaming.metricsEnabled``) and
   exposed through the Prometheus servlet of the UI (``/metrics/prometheus/`` on the driver's
@@ -27,6 +28,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from logstream.config import SparkSettings
+from logstream.jvm import archive_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -117,8 +119,9 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     if local and not conf.contains(_JAVA_OPTIONS):
         # one JVM does the driver's and the executors' work: the throughput collector beats
         # G1, whose concurrent threads compete for the cores (31-day backfill in-process, 2
-        # cores, bench/profile_pipeline.py: 59–62 s with G1, 53 s with ParallelGC)
-        conf.set(_JAVA_OPTIONS, LOCAL_JAVA_OPTIONS)
+        # cores, bench/profile_pipeline.py: 59–62 s with G1, 53 s with ParallelGC); and the
+        # machine's class-data archive, once built, halves the JVM's start (logstream.jvm)
+        conf.set(_JAVA_OPTIONS, " ".join([LOCAL_JAVA_OPTIONS, *archive_options()]))
     if local and "PYSPARK_PYTHON" not in os.environ:
         # local Python workers (pandas UDFs, transformWithStateInPandas) use this interpreter,
         # with its packages, not whatever `python3` is first on PATH
