@@ -26,6 +26,7 @@ text under the same name (JSON writes binary as base64 by itself). Read an outpu
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -105,6 +106,25 @@ def publish_batch(
         True when written now, False when the batch was already published.
     """
     _check_format(fmt)
+    rows = df if files is None else df.coalesce(files)
+
+    def write(staging: Path) -> None:
+        if fmt == "parquet":
+            rows.write.mode("overwrite").parquet(str(staging))
+        elif fmt == "json":
+            rows.write.mode("overwrite").option("timestampFormat", TIMESTAMP_FORMAT).json(
+                str(staging)
+            )
+        else:
+            _csv_safe(rows).write.mode("overwrite").option("header", True).option(
+                "timestampFormat", TIMESTAMP_FORMAT
+            ).csv(str(staging))
+
+    return _publish(root, batch_id, write)
+
+
+def _publish(root: Path, batch_id: int, write: Callable[[Path], None]) -> bool:
+    """Steps 1–3 of the module docstring; ``write`` fills the staging directory."""
     final = batch_dir(root, batch_id)
     if final.exists():
         return False
@@ -112,15 +132,7 @@ def publish_batch(
     staging = root / f".staging-{final.name}"
     if staging.exists():
         shutil.rmtree(staging)
-    rows = df if files is None else df.coalesce(files)
-    if fmt == "parquet":
-        rows.write.mode("overwrite").parquet(str(staging))
-    elif fmt == "json":
-        rows.write.mode("overwrite").option("timestampFormat", TIMESTAMP_FORMAT).json(str(staging))
-    else:
-        _csv_safe(rows).write.mode("overwrite").option("header", True).option(
-            "timestampFormat", TIMESTAMP_FORMAT
-        ).csv(str(staging))
+    write(staging)
     staging.rename(final)
     return True
 
@@ -137,7 +149,20 @@ def ensure_schema(
     """
     if any(root.glob(f"{BATCH_DIR_PREFIX}*")):
         return
-    publish_batch(spark.createDataFrame([], schema), root, SCHEMA_BATCH_ID, fmt=fmt)
+    if fmt != "parquet":
+        publish_batch(spark.createDataFrame([], schema), root, SCHEMA_BATCH_ID, fmt=fmt)
+        return
+    # an empty Parquet file is written by Arrow, not by a Spark job (three of them cost a
+    # pipeline's start about 2 s): Spark reads Arrow's types as the schema's own
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    def write(staging: Path) -> None:
+        staging.mkdir()
+        arrow = to_arrow_schema(schema, timezone="UTC")  # Spark's timestamps are instants
+        pq.write_table(arrow.empty_table(), staging / "part-00000.parquet")
+
+    _publish(root, SCHEMA_BATCH_ID, write)
 
 
 def read_output(
