@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 	@scripts/ensure-java.sh
-	@$(PY) -m logstream.jvm
+	@$(PY) -m logstream.jvm 2>$(VENV)/jvm-archive.log
 
 run: setup
 	$(VENV)/bin/logstream run $(if $(DURATION),--duration $(DURATION)) $(RUN_ARGS)

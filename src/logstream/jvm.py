@@ -142,6 +142,7 @@ def _archive_run(staging: Path) -> None:
         SparkSettings(
             master="local[2]",
             app_name="logstream-jvm-archive",
+            ui_enabled=False,
             extra={"spark.driver.extraJavaOptions": options},
         )
     )
