@@ -65,6 +65,7 @@ from logstream.dashboard.layout import (
 )
 from logstream.errors import ConfigError
 from logstream.monitoring.prometheus import add_metrics_route
+from logstream.serving import is_postgres_url
 from logstream.serving.postgres import redact_url
 
 __all__ = [
@@ -296,7 +297,7 @@ def create_app(
         Output directory of ``logstream devices run``: adds the devices panel
         (:mod:`logstream.dashboard.devices`).
     """
-    if not str(store_path).startswith(("postgresql://", "postgres://")):
+    if not is_postgres_url(store_path):
         store_path = Path(store_path)  # a PostgreSQL URL stays a URL (read_snapshot takes both)
     app = Dash(
         __name__,

@@ -53,7 +53,7 @@ from typing import Any, Literal, TypeVar
 import psycopg
 
 from logstream.errors import ConfigError
-from logstream.serving import ServingStore, open_store
+from logstream.serving import ServingStore, is_postgres_url, open_store
 from logstream.serving.store import missing_schema
 
 __all__ = [
@@ -588,7 +588,7 @@ def read_snapshot(
     filters = filters or Filters()
     now = now or datetime.now(UTC)
     text = str(path)
-    if text.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(text):
         return _read_postgres(text, filters, top, now, stale_after_s)
     if text.startswith("sqlite:///"):
         path = store_path_from_url(text)

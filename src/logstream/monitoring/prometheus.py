@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -68,17 +68,6 @@ _LATEST_PROGRESS = (
 )
 
 
-def _open_store(store: Path | str) -> Any:
-    from logstream.serving import ServingStore
-
-    text = str(store)
-    if text.startswith(("postgresql://", "postgres://")):
-        from logstream.serving import open_store  # type: ignore[attr-defined]
-
-        return open_store(text, read_only=True)
-    return ServingStore(Path(text.removeprefix("sqlite:///")), read_only=True)
-
-
 class StoreCollector(Collector):
     """A ``prometheus_client`` collector reading the serving store at each scrape.
 
@@ -106,7 +95,9 @@ class StoreCollector(Collector):
         yield from metrics
 
     def _read(self) -> Iterator[Metric]:
-        store = _open_store(self.store)
+        from logstream.serving import open_store
+
+        store = open_store(self.store, read_only=True)
         counters = store.counters()
         for key, name, doc in _COUNTERS:
             family = CounterMetricFamily(name, doc)

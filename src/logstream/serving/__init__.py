@@ -12,12 +12,30 @@ from pathlib import Path
 from logstream.errors import ConfigError
 from logstream.serving.store import EXAMPLES_KEPT, IngestBatchWrite, ServingStore
 
-__all__ = ["EXAMPLES_KEPT", "IngestBatchWrite", "ServingStore", "open_store", "store_file"]
+__all__ = [
+    "EXAMPLES_KEPT",
+    "IngestBatchWrite",
+    "ServingStore",
+    "is_postgres_url",
+    "open_store",
+    "store_file",
+]
 
 _URL_FORMS = (
     "use sqlite:///PATH (e.g. sqlite:///out/logstream.db) or "
     "postgresql://USER@HOST:PORT/DBNAME (e.g. postgresql://logstream@127.0.0.1:5432/logstream)"
 )
+
+
+def is_postgres_url(store: Path | str) -> bool:
+    """Whether a store reference (a path, ``sqlite:///PATH`` or a URL) names PostgreSQL.
+
+    Examples
+    --------
+    >>> is_postgres_url("postgresql://me@db/logs"), is_postgres_url(Path("out/logstream.db"))
+    (True, False)
+    """
+    return str(store).startswith(("postgresql://", "postgres://"))
 
 
 def store_file(url: str) -> Path | None:
@@ -33,20 +51,20 @@ def store_file(url: str) -> Path | None:
     >>> store_file("sqlite:///out/logstream.db"), store_file("postgresql://me@db/logs")
     (PosixPath('out/logstream.db'), None)
     """
-    if url.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(url):
         return None
     if not url.startswith("sqlite:///") or url == "sqlite:///":
         raise ConfigError(f"store {url!r} is not supported: {_URL_FORMS}")
     return Path(url.removeprefix("sqlite:///"))
 
 
-def open_store(url: str, read_only: bool = False) -> ServingStore:
+def open_store(url: Path | str, read_only: bool = False) -> ServingStore:
     """The serving store of ``url`` (``sqlite:///PATH`` or ``postgresql://…``).
 
     Parameters
     ----------
-    url : str
-        The store URL, as given to ``--store``.
+    url : Path or str
+        The store URL, as given to ``--store``, or the path of a SQLite store.
     read_only : bool
         For readers (the dashboard): a SQLite file must exist, PostgreSQL transactions are
         read-only, and no schema is created.
@@ -64,9 +82,11 @@ def open_store(url: str, read_only: bool = False) -> ServingStore:
     sqlite3.OperationalError
         When a read-only SQLite store does not exist.
     """
-    path = store_file(url)
-    if path is None:
+    if is_postgres_url(url):
         from logstream.serving.postgres import PostgresStore
 
-        return PostgresStore(url, read_only=read_only)
+        return PostgresStore(str(url), read_only=read_only)
+    text = str(url)
+    path = store_file(text) if text.startswith("sqlite:") else Path(text)
+    assert path is not None
     return ServingStore(path.expanduser(), read_only=read_only)
