@@ -189,18 +189,10 @@ def rule_alerts(
         .cast("timestamp")
         .alias("received_at"),
     ).where(F.size("rules") > 0)
+    computed = {
+        "rule": F.get(F.col("rules"), 0),
+        "detected_at": F.current_timestamp() if detected_at else F.lit(None).cast("timestamp"),
+    }
     return flagged.select(
-        F.get(F.col("rules"), 0).alias("rule"),
-        "rules",
-        "event_time",
-        "client_host",
-        "method",
-        "url_path",
-        "status",
-        "user_agent",
-        "raw_line",
-        "received_at",
-        (F.current_timestamp() if detected_at else F.lit(None).cast("timestamp")).alias(
-            "detected_at"
-        ),
+        *(computed[c].alias(c) if c in computed else F.col(c) for c in ALERT_COLUMNS)
     )
