@@ -19,8 +19,10 @@ Usage::
 
     python bench/drill_kill.py --kills 20 --seed 7      # writes bench/results/drill-kill.json
 
-Not in the test suite (its time budget): ``tests/pipeline/test_recovery.py`` kills the
-pipeline at every write of a micro-batch. Run it after changing the micro-batch step.
+The test suite runs :func:`drill` with one kill on the day's first 6,000 lines
+(``tests/pipeline/test_kill_drill.py``, about 110 s); ``tests/pipeline/test_recovery.py``
+kills the pipeline at every write of a micro-batch. Run the long form after changing the
+micro-batch step.
 """
 
 from __future__ import annotations
