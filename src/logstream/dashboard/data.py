@@ -53,7 +53,7 @@ from typing import Any, Literal, TypeVar
 import psycopg
 
 from logstream.errors import ConfigError
-from logstream.serving import ServingStore, is_postgres_url, open_store
+from logstream.serving import ServingStore, is_postgres_url, open_store, store_file
 from logstream.serving.store import missing_schema
 
 __all__ = [
@@ -142,19 +142,20 @@ def store_path_from_url(url: str) -> Path:
     Raises
     ------
     ConfigError
-        When ``url`` is not a ``sqlite:///`` URL.
+        When ``url`` is not a ``sqlite:///`` URL (a PostgreSQL URL included).
 
     Examples
     --------
     >>> store_path_from_url("sqlite:///out/logstream.db")
     PosixPath('out/logstream.db')
     """
-    if not url.startswith("sqlite:///") or url == "sqlite:///":
+    path = store_file(url)  # the serving store's own reading of a --store URL
+    if path is None:
         raise ConfigError(
-            f"store {url!r} is not supported: use sqlite:///PATH "
+            f"store {url!r} is not a SQLite file: use sqlite:///PATH "
             "(e.g. --store sqlite:///out/logstream.db)"
         )
-    return Path(url.removeprefix("sqlite:///"))
+    return path
 
 
 def iso(epoch_seconds: float) -> str:
