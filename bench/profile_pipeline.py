@@ -126,23 +126,19 @@ def profile(
     for job in jobs:
         query = run_ids.get(job.get("jobGroup") or "", "(outside a query)")
         step = job.get("description") or "(no description)"
-        row = by_query[query]
-        step_row = by_step[step]
-        row["jobs"] += 1
-        step_row["jobs"] += 1
+        rows = (by_query[query], by_step[step])  # each job counts in both groupings
         start, end = _ts(job.get("submissionTime")), _ts(job.get("completionTime"))
-        if start and end:
-            row["job_wall_s"] += end - start
-            step_row["job_wall_s"] += end - start
+        for row in rows:
+            row["jobs"] += 1
+            row["job_wall_s"] += end - start if start and end else 0.0
         for sid in job.get("stageIds", []):
             stage = stages.get(sid)
             if stage is None or stage.get("status") == "SKIPPED":
                 continue
-            row["stages"] += 1
-            step_row["stages"] += 1
             run_s = stage.get("executorRunTime", 0) / 1000
-            row["executor_run_s"] += run_s
-            step_row["executor_run_s"] += run_s
+            for row in rows:
+                row["stages"] += 1
+                row["executor_run_s"] += run_s
             dear.append(
                 {
                     "query": query,

@@ -9,7 +9,7 @@ instead of 6.1 s, and its first job in 1.4 s instead of 2.6 s — every ``logstr
 and every test that starts a JVM.
 
 :func:`build_archive` writes the archive once per machine (``make setup`` runs it: about
-30 s, a file of about 160 MB); :func:`archive_options` gives the JVM options that use it, and
+30 s, a file of about 180 MB); :func:`archive_options` gives the JVM options that use it, and
 :func:`logstream.session.get_spark` adds them for a local master. The archive is keyed by the
 Java binary and the Spark jars, so a new JDK or Spark version gets a new one; a JVM that
 cannot use an archive (another class path, say) starts as it would without, silently.
@@ -92,12 +92,6 @@ def build_archive(force: bool = False) -> Path | None:
     The run is a ``logstream run``-style backfill of 2,000 generated lines (parse, every
     output, the serving store) and a read of its Parquet outputs, in a temporary directory.
 
-    Raises
-    ------
-    RuntimeError
-        When this process already runs a SparkSession (the archive is written by the JVM
-        this function starts).
-
     Parameters
     ----------
     force : bool
@@ -108,6 +102,12 @@ def build_archive(force: bool = False) -> Path | None:
     Path or None
         The archive, or None when turned off, without Java, or when the JVM wrote none (a
         JDK without a base archive: the JVM then starts as before).
+
+    Raises
+    ------
+    RuntimeError
+        When this process already runs a SparkSession (the archive is written by the JVM
+        this function starts).
     """
     path = archive_path()
     if path is None or (path.is_file() and not force):
