@@ -9,14 +9,19 @@ pays for the JVM's warm-up):
 * the query's ``durationMs`` (``addBatch`` is the ``foreachBatch`` step);
 * the ingest steps' seconds (:attr:`logstream.pipeline.ingest.IngestStage.timings`: parse,
   events, windows, live_views, alerts, sessions, store, snapshot);
-* Spark jobs and stages per micro-batch, and the summed wall time of the jobs of each step
-  (the Spark UI's REST API, ``/api/v1/applications/<id>/jobs``; the ingest names its jobs
-  ``logstream ingest: <step>``).
+* Spark jobs and stages per micro-batch, and the summed wall time of the jobs and executor
+  run time of the stages of each step (the Spark UI's REST API,
+  ``/api/v1/applications/<id>/jobs``; the ingest names its jobs ``logstream ingest: <step>``),
+  and every stage of the last micro-batch;
+* the classes Janino compiled in each micro-batch (the ``CodeGenerator`` source of Spark's
+  metrics, ``/metrics/json``): a warm micro-batch that compiles its code again pays for it.
 
 Usage::
 
     python bench/profile_microbatch.py                     # bench/results/profile-microbatch.json
     python bench/profile_microbatch.py --chunk-lines 20000 --label microbatch-20k
+    python bench/profile_microbatch.py --conf spark.sql.codegen.cache.maxEntries=100 \
+        --label microbatch-cache100                      # try a Spark setting
 
 One run, ``local[2]``; the figures are for this machine.
 """
@@ -35,6 +40,7 @@ import tempfile
 import time
 import urllib.request
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -48,7 +54,17 @@ def _get(url: str) -> list[dict]:
         return json.loads(resp.read())
 
 
-def profile(chunk_lines: int, chunks: int) -> dict:
+def _ts(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def profile(
+    chunk_lines: int,
+    chunks: int,
+    conf: dict[str, str] | None = None,
+) -> dict:
     from logstream.config import SparkSettings
     from logstream.pipeline import Pipeline, PipelineConfig
     from logstream.session import get_spark
@@ -63,7 +79,9 @@ def profile(chunk_lines: int, chunks: int) -> dict:
         chunk = landing / f"chunk-{i:04d}.log"
         chunk.write_text("\n".join(lines[i * chunk_lines : (i + 1) * chunk_lines]) + "\n")
         os.utime(chunk, (1_000_000 + i, 1_000_000 + i))
-    spark = get_spark(SparkSettings(master="local[2]", ui_enabled=True, app_name="microbatch"))
+    spark = get_spark(
+        SparkSettings(master="local[2]", ui_enabled=True, app_name="microbatch", extra=conf or {})
+    )
     cfg = PipelineConfig.build(
         input_dir=landing,
         output_dir=tmp / "out",
@@ -76,11 +94,27 @@ def profile(chunk_lines: int, chunks: int) -> dict:
     steps: list[dict[str, float]] = []
     seen: dict[str, float] = {}
 
+    compiles: list[int] = []  # whole-stage and expression code generated, per micro-batch
+    metrics_url = f"{spark.sparkContext.uiWebUrl}/metrics/json"
+
+    def compiled() -> int:
+        """Sources Janino has compiled so far (Spark's ``CodeGenerator`` metrics source)."""
+        with urllib.request.urlopen(metrics_url, timeout=30) as resp:
+            histograms = json.loads(resp.read())["histograms"]
+        return next(v["count"] for k, v in histograms.items() if k.endswith("compilationTime"))
+
+    counted = [compiled()]
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    marks: list[int] = []  # the newest Spark job id at the end of each micro-batch
+
     def record(step: str, batch_id: int) -> None:
         if step == "snapshot_written":
             now = dict(pipeline.ingest.timings)
             steps.append({k: round(v - seen.get(k, 0.0), 3) for k, v in now.items()})
             seen.update(now)
+            counted.append(compiled())
+            compiles.append(counted[-1] - counted[-2])
+            marks.append(max((j["jobId"] for j in _get(f"{base}/jobs")), default=-1))
 
     pipeline.ingest.step_hook = record
     started = time.perf_counter()
@@ -89,17 +123,38 @@ def profile(chunk_lines: int, chunks: int) -> dict:
     pipeline.stop()
     progress = [p for q in pipeline.queries for p in q.recentProgress if p.numInputRows]
 
-    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
     jobs = _get(f"{base}/jobs")
     stages = {s["stageId"]: s for s in _get(f"{base}/stages")}
-    per_step: dict[str, dict[str, float]] = defaultdict(lambda: {"jobs": 0, "stages": 0})
+    per_step: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
+    )
     ingest_jobs = [j for j in jobs if (j.get("description") or "").startswith("logstream ingest")]
     for job in ingest_jobs:
         step = job["description"].removeprefix("logstream ingest: ")
-        per_step[step]["jobs"] += 1
-        per_step[step]["stages"] += sum(
-            1 for s in job.get("stageIds", []) if stages.get(s, {}).get("status") != "SKIPPED"
-        )
+        row = per_step[step]
+        row["jobs"] += 1
+        ran = [stages[s] for s in job.get("stageIds", []) if s in stages]
+        ran = [s for s in ran if s.get("status") != "SKIPPED"]
+        row["stages"] += len(ran)
+        row["executor_run_s"] += sum(s.get("executorRunTime", 0) for s in ran) / 1000
+        start, end = _ts(job.get("submissionTime")), _ts(job.get("completionTime"))
+        row["job_wall_s"] += end - start if start and end else 0.0
+    after = marks[-2] if len(marks) > 1 else -1  # the jobs of the last micro-batch follow it
+    last_batch = [
+        {
+            "job": j["jobId"],
+            "step": j["description"].removeprefix("logstream ingest: "),
+            "stage": sid,
+            "tasks": stages[sid].get("numTasks"),
+            "executor_run_s": round(stages[sid].get("executorRunTime", 0) / 1000, 3),
+            "executor_cpu_s": round(stages[sid].get("executorCpuTime", 0) / 1e9, 3),
+            "name": stages[sid].get("name", "")[:60],
+        }
+        for j in sorted(ingest_jobs, key=lambda j: j["jobId"])
+        if j["jobId"] > after
+        for sid in j.get("stageIds", [])
+        if sid in stages and stages[sid].get("status") != "SKIPPED"
+    ]
     n = max(1, len(steps))
     warm = steps[1:] or steps
     step_names = sorted({k for s in warm for k in s}, key=lambda k: -sum(s.get(k, 0) for s in warm))
@@ -117,9 +172,11 @@ def profile(chunk_lines: int, chunks: int) -> dict:
             k: round(statistics.median(s.get(k, 0.0) for s in warm), 3) for k in step_names
         },
         "spark_jobs_per_batch": round(len(ingest_jobs) / n, 1),
+        "codegen_compiles_per_batch": compiles,
         "per_step_per_batch": {
-            k: {m: round(v / n, 1) for m, v in row.items()} for k, row in per_step.items()
+            k: {m: round(v / n, 2) for m, v in row.items()} for k, row in per_step.items()
         },
+        "last_batch_stages": last_batch,
         "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
     }
     shutil.rmtree(tmp, ignore_errors=True)
@@ -131,8 +188,12 @@ def main() -> None:
     parser.add_argument("--chunk-lines", type=int, default=3000)
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--label", default="microbatch")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
     args = parser.parse_args()
-    result = profile(args.chunk_lines, args.chunks)
+    conf = dict(item.split("=", 1) for item in args.conf)
+    result = profile(args.chunk_lines, args.chunks, conf)
     out = RESULTS / f"profile-{args.label}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -57,7 +57,11 @@ def _ts(text: str | None) -> float | None:
 
 
 def profile(
-    days: int, files_per_trigger: int, queries: str, extra: dict, conf: dict[str, str] | None = None
+    days: int,
+    files_per_trigger: int,
+    queries: str,
+    extra: dict,
+    conf: dict[str, str] | None = None,
 ) -> dict:
     from logstream.config import SparkSettings
     from logstream.pipeline import Pipeline, PipelineConfig
