@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.build_july import DEFAULT_OUT, build_july
+from bench.build_july import build_july, input_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -27,9 +27,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--days", type=int, default=31)
     args = parser.parse_args()
-    build_july(DEFAULT_OUT, args.days)
+    files = build_july(input_dir(args.days), args.days)
     RESULTS.mkdir(exist_ok=True)
-    files = sorted(DEFAULT_OUT.glob("access_1995-07-*.log"))[: args.days]
     lines = 35272 * len(files)
     logstream = Path(sys.executable).with_name("logstream")
 

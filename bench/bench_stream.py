@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.build_july import DEFAULT_OUT, build_july
+from bench.build_july import build_july, input_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -253,7 +253,7 @@ def main() -> None:
     from logstream.config import SparkSettings
     from logstream.session import get_spark
 
-    files = build_july(DEFAULT_OUT, args.days)
+    files = build_july(input_dir(args.days), args.days)
     spark = get_spark(SparkSettings(ui_enabled=False))
     result = {
         "input": f"NASA 1995-07-09 replicated over {len(files)} days (bench/build_july.py)",

@@ -58,7 +58,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.build_july import DEFAULT_OUT, build_july
+from bench.build_july import build_july, input_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LOGSTREAM = [sys.executable, "-m", "logstream"]
@@ -317,7 +317,7 @@ def main() -> None:
     unknown = set(rows) - set(ROWS)
     if unknown:
         raise SystemExit(f"unknown rows {sorted(unknown)}: choose from {', '.join(ROWS)}")
-    files = build_july(DEFAULT_OUT, args.days)
+    files = build_july(input_dir(args.days), args.days)
     lines = 35272 * len(files)
     goaccess = ensure_goaccess()
     version = subprocess.run([goaccess, "--version"], capture_output=True, text=True)

@@ -4,7 +4,11 @@ Each output file is the complete real day (35,272 lines) with its date text rewr
 ``09/Jul/1995`` to day D, so times of day, offsets (-0400), hosts and URLs stay real. The 31
 files hold 1,093,432 lines (~ 100 MB plain). Output is plain text, which Spark can split.
 
-Usage: python bench/build_july.py [--out bench/data/nasa-july] [--days 31]
+``--days N`` replicates the day over N days from 1995-07-01 (past July into the next months:
+284 days, to 1996-04-09, are the 10,017,248 lines of the batch target of issue 13), each
+count in a folder of its own (:func:`input_dir`), so a reader of the folder gets N days.
+
+Usage: python bench/build_july.py [--days 31] [--out DIR]
 """
 
 from __future__ import annotations
@@ -12,10 +16,21 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+from datetime import date, timedelta
 from pathlib import Path
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "nasa-july"
+#: Common Log Format month names (English, whatever the locale).
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
 DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
+
+
+def input_dir(days: int) -> Path:
+    """The folder of the ``days``-day input: ``bench/data/nasa-july`` for 31 days, else
+    ``bench/data/nasa-<days>d``."""
+    return DEFAULT_OUT if days == 31 else DEFAULT_OUT.parent / f"nasa-{days}d"
 
 
 def data_dir() -> Path:
@@ -24,7 +39,8 @@ def data_dir() -> Path:
 
 
 def build_july(out: Path = DEFAULT_OUT, days: int = 31) -> list[Path]:
-    """Write ``days`` files (July 1..days) into ``out``; reuse them when already complete.
+    """Write ``days`` files (1995-07-01 onwards, a file a day) into ``out``; reuse them when
+    already complete.
 
     Returns
     -------
@@ -39,9 +55,11 @@ def build_july(out: Path = DEFAULT_OUT, days: int = 31) -> list[Path]:
         day = fh.read()
     assert day.count(b"[09/Jul/1995:") == 35272
     paths = []
-    for d in range(1, days + 1):
-        path = out / f"access_1995-07-{d:02d}.log"
-        body = day.replace(b"[09/Jul/1995:", f"[{d:02d}/Jul/1995:".encode())
+    for d in range(days):
+        when = date(1995, 7, 1) + timedelta(days=d)
+        path = out / f"access_{when.isoformat()}.log"
+        clf = f"[{when.day:02d}/{_MONTHS[when.month - 1]}/{when.year}:"
+        body = day.replace(b"[09/Jul/1995:", clf.encode())
         if not (path.is_file() and path.stat().st_size == len(body)):
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_bytes(body)
@@ -52,11 +70,12 @@ def build_july(out: Path = DEFAULT_OUT, days: int = 31) -> list[Path]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--days", type=int, default=31)
+    parser.add_argument("--out", type=Path, help="default: bench/data/nasa-july for 31 days")
     args = parser.parse_args()
-    paths = build_july(args.out, args.days)
-    print(f"{len(paths)} files, {35272 * len(paths):,} lines in {args.out}")
+    out = args.out or input_dir(args.days)
+    paths = build_july(out, args.days)
+    print(f"{len(paths)} files, {35272 * len(paths):,} lines in {out}")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from bench.build_july import DEFAULT_OUT, build_july
+from bench.build_july import build_july, input_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
@@ -67,7 +67,7 @@ def profile(
     from logstream.pipeline import Pipeline, PipelineConfig
     from logstream.session import get_spark
 
-    files = build_july(DEFAULT_OUT, days)
+    files = build_july(input_dir(days), days)
     spark = get_spark(
         SparkSettings(master="local[2]", ui_enabled=True, app_name="profile", extra=conf or {})
     )

@@ -1,0 +1,102 @@
+"""How soon ``make run`` shows data, and how long its micro-batches take (issue 13's demo target).
+
+Runs ``make run DURATION=<seconds>s`` (the real NASA day replayed at 600× into a followed,
+rotating log, the full pipeline and the dashboard) from the repository root as a whole
+process, and measures:
+
+* **first data**: seconds from the start of ``make run`` until the serving store
+  (``out/demo/logstream.db``, what the dashboard reads) holds a row of ``traffic_per_minute``
+  (the store is polled every 0.1 s; the dashboard shows it at its next refresh);
+* **micro-batches**: the ``ingest`` query's batch durations from its progress lines
+  (``ingest batch N: … , D ms``): the first, and the median and maximum of the others.
+
+Usage::
+
+    python bench/bench_make_run.py [--seconds 90]   # bench/results/make-run.json
+
+One run, this machine (2 cores); the target is first data ≤ 15 s and micro-batches ≤ 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sqlite3
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+STORE = ROOT / "out" / "demo" / "logstream.db"
+BATCH_LINE = re.compile(r"ingest batch (\d+): ([\d,]+) rows.*?([\d,]+) ms;")
+
+
+def _traffic_rows() -> int:
+    if not STORE.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{STORE}?mode=ro", uri=True, timeout=1) as db:
+            return db.execute("SELECT count(*) FROM traffic_per_minute").fetchone()[0]
+    except sqlite3.Error:  # not created yet, or being written
+        return 0
+
+
+def run(seconds: int) -> dict:
+    for stale in STORE.parent.glob(f"{STORE.name}*"):  # an earlier run's store (and WAL)
+        stale.unlink()
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        ["make", "run", f"DURATION={seconds}s"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    first_data_s = None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    while proc.poll() is None:
+        if first_data_s is None and _traffic_rows() > 0:
+            first_data_s = round(time.perf_counter() - started, 1)
+        time.sleep(0.1)
+    reader.join(timeout=10)
+    batches = [
+        (int(m[1]), int(m[2].replace(",", "")), int(m[3].replace(",", "")) / 1000)
+        for m in map(BATCH_LINE.search, lines)
+        if m
+    ]
+    later = [d for _, rows, d in batches[1:] if rows]
+    return {
+        "command": f"make run DURATION={seconds}s",
+        "exit_code": proc.returncode,
+        "first_data_s": first_data_s,
+        "micro_batches": len(batches),
+        "first_batch_s": batches[0][2] if batches else None,
+        "later_batch_s_median": round(statistics.median(later), 2) if later else None,
+        "later_batch_s_max": round(max(later), 2) if later else None,
+        "rows_per_batch_median": int(statistics.median(r for _, r, _ in batches)) if batches else 0,
+        "batches": batches,
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=int, default=90)
+    parser.add_argument("--out", type=Path, default=RESULTS / "make-run.json")
+    args = parser.parse_args()
+    result = run(args.seconds)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "batches"}, indent=2))
+    print(f"written {args.out}")
+
+
+if __name__ == "__main__":
+    main()
