@@ -40,24 +40,14 @@ import tempfile
 import time
 import urllib.request
 from collections import defaultdict
-from datetime import datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from bench.profile_pipeline import _get, _ts  # the Spark UI's REST API and its times
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
-
-
-def _get(url: str) -> list[dict]:
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return json.loads(resp.read())
-
-
-def _ts(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
 def profile(
