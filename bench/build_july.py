@@ -20,11 +20,9 @@ from datetime import date, timedelta
 from pathlib import Path
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "nasa-july"
+DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
 #: Common Log Format month names (English, whatever the locale).
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-
-
-DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
 
 
 def input_dir(days: int) -> Path:

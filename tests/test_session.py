@@ -12,7 +12,7 @@ def _compiled(spark) -> int:
 
 
 def test_generated_classes_outlive_a_micro_batch(spark):
-    """A micro-batch compiles about 190 classes: with Spark's default cache of 100 the next
+    """A micro-batch generates about 195 classes: with Spark's default cache of 100 the next
     micro-batch compiled the same code again; logstream's session keeps them."""
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(CODEGEN_CACHE_ENTRIES)
 

@@ -90,10 +90,10 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         # more CPU than it saved (31-day backfill, 2 cores: parse and cache 6.3 s → 5.2 s,
         # the events written from it 4.7 s → 3.8 s; bench/profile_pipeline.py)
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
-        # a micro-batch compiles about 190 generated classes (whole-stage code, projections,
+        # a micro-batch generates about 195 classes (whole-stage code, projections,
         # predicates); with Spark's default cache of 100 each micro-batch compiled them all
         # again. Kept, the ones that do not change come back from the cache: 40 compiles a
-        # micro-batch instead of 195, a warm 3,000-line micro-batch 5.7 s → 4.9 s
+        # warm micro-batch instead of 195, a warm 3,000-line micro-batch 5.8 s → 5.0–5.4 s
         # (bench/profile_microbatch.py, 2 cores)
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         # a truncated .gz keeps the lines read before the error instead of failing the job;
