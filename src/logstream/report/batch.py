@@ -14,11 +14,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
-from logstream.parsing import REASON_COLUMN, events, quarantine
+from logstream.analytics.visitors import local_day
+from logstream.parsing import REASON_COLUMN, quarantine
 from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
@@ -125,59 +126,112 @@ def build_report(
     """
     if top < 1:
         raise ValueError(f"top must be at least 1, got {top}")
-    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+    # the cache holds what the report reads: the raw text of quarantined lines only, and the
+    # event columns of the views and sessions (a third of the parsed row)
+    parsed = parsed.select(
+        *_CACHED_COLUMNS,
+        F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line")).alias("raw_line"),
+        "source_file",
+        REASON_COLUMN,
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    tables = (reference if reference is not None else ReferenceTables()).current
     try:
-        report = _build(
-            parsed, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
-        )
-        report["reference"] = _reference(
-            events(parsed), reference if reference is not None else ReferenceTables(), top
-        )
+        counts = _view_counts(_events_of(parsed), time_zone, tables)
+        counts = counts.persist(StorageLevel.MEMORY_AND_DISK)  # a row per key: small
+        try:
+            report = _build(
+                parsed,
+                counts,
+                top,
+                time_zone,
+                log_format,
+                inputs or [],
+                quarantine_path,
+                corrupt_files or {},
+            )
+            report["reference"] = _reference(counts, tables, top)
+        finally:
+            counts.unpersist()
     finally:
         parsed.unpersist()
     report["general"]["duplicates_dropped"] = duplicates_dropped
     return report
 
 
+#: The event columns the report reads.
+_CACHED_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
+
+
+def _events_of(parsed: DataFrame) -> DataFrame:
+    """The parsed events of the report's cache (its :data:`_CACHED_COLUMNS`)."""
+    return parsed.where(F.col(REASON_COLUMN).isNull()).select(*_CACHED_COLUMNS)
+
+
+def _view_counts(ev: DataFrame, time_zone: str, tables: dict[str, Any]) -> DataFrame:
+    """Every table of the report from one aggregation: each event is projected into the views
+    it belongs to (``F.inline`` of an array of structs, Spark's ``Expand``), and one hash
+    aggregation keyed by (view, key, day) counts them all in one pass (the pane idea of
+    :func:`logstream.analytics.panes.fold_panes`, over the whole input).
+
+    Views and keys: ``status`` (the status code), ``hour`` (epoch seconds of the UTC hour),
+    ``url`` (every path), ``page_day`` (content pages per calendar day of ``time_zone``),
+    ``host_day`` (client hosts per calendar day), and the reference dimensions
+    (:data:`_DIMENSIONS`: agent class, section, network; ``unknown`` without a value).
+
+    Returns
+    -------
+    DataFrame
+        ``view``, ``key`` (string), ``day`` (date, null outside the per-day views),
+        ``requests``, ``bytes`` (bytes), ``errors`` (status ≥ 400), ``not_found`` (status 404)
+        (bigint), ``first_event``, ``last_event`` (timestamp).
+    """
+    day = local_day(time_zone)
+    no_day = F.lit(None).cast("date")
+    url = F.col("url_path")
+
+    def view(name: str, key: Column, on_day: Column = no_day, when: Column | None = None) -> Column:
+        label = F.lit(name) if when is None else F.when(when, F.lit(name))
+        return F.struct(label.alias("view"), key.alias("key"), on_day.alias("day"))
+
+    views = [
+        view("status", F.col("status").cast("string")),
+        view("hour", F.floor(F.unix_seconds("event_time") / 3600).cast("bigint").cast("string")),
+        view("url", url, when=url.isNotNull()),
+        view("page_day", url, day, when=analytics.is_content_page()),
+        view("host_day", F.col("client_host"), day),
+    ]
+    dimensions = [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
+    enriched = ev
+    if dimensions:
+        enriched = Enricher(ev.sparkSession).enrich(ev, tables)
+        views += [view(n, F.coalesce(F.col(_DIMENSIONS[n]), F.lit("unknown"))) for n in dimensions]
+    status = F.col("status")
+    return (
+        enriched.select(F.inline(F.array(*views)), "event_time", "status", "bytes_sent")
+        .where(F.col("view").isNotNull())
+        .groupBy("view", "key", "day")
+        .agg(
+            F.count("*").alias("requests"),
+            F.coalesce(F.sum("bytes_sent"), F.lit(0)).cast("bigint").alias("bytes"),
+            F.count_if(status >= analytics.ERROR_STATUS_MIN).alias("errors"),
+            F.count_if(status == 404).alias("not_found"),
+            F.min("event_time").alias("first_event"),
+            F.max("event_time").alias("last_event"),
+        )
+    )
+
+
 _DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
 
 
-def _reference(ev: DataFrame, reference: ReferenceTables, top: int) -> dict[str, Any]:
-    """Traffic per agent class, section and network: one aggregation over the union of the
-    three projections, top ``top`` keys of each."""
-    tables = reference.current
-    enriched = Enricher(ev.sparkSession).enrich(
-        ev.select("client_host", "user_agent", "url_path", "status", "bytes_sent"), tables
-    )
+def _reference(counts: DataFrame, tables: dict[str, Any], top: int) -> dict[str, Any]:
+    """Traffic per agent class, section and network (rows of :func:`_view_counts`), top
+    ``top`` keys of each."""
     names = [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
-    rows = (
-        enriched.select(
-            F.explode(
-                F.array(
-                    *(
-                        F.struct(
-                            F.lit(n).alias("dimension"),
-                            F.coalesce(F.col(_DIMENSIONS[n]), F.lit("unknown")).alias("key"),
-                        )
-                        for n in names
-                    )
-                )
-            ).alias("d"),
-            "status",
-            "bytes_sent",
-        )
-        .groupBy(F.col("d.dimension").alias("dimension"), F.col("d.key").alias("key"))
-        .agg(
-            F.count("*").alias("requests"),
-            F.sum("bytes_sent").alias("bytes"),
-            F.count_if(F.col("status") >= 400).alias("errors"),
-        )
+    rows = counts.where(F.col("view").isin(*names)).select(
+        F.col("view").alias("dimension"), "key", "requests", "bytes", "errors"
     )
-    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)  # small: a row per key
-    try:
-        return _reference_rows(rows, names, tables, top)
-    finally:
-        rows.unpersist()
+    return _reference_rows(rows, names, tables, top)
 
 
 def _reference_rows(
@@ -211,6 +265,7 @@ def _reference_rows(
 
 def _build(
     parsed: DataFrame,
+    counts: DataFrame,
     top: int,
     time_zone: str,
     log_format: str,
@@ -218,7 +273,6 @@ def _build(
     quarantine_path: str | None,
     corrupt_files: dict[str, str],
 ) -> dict[str, Any]:
-    ev = events(parsed)
     bad = quarantine(parsed)
     if corrupt_files:
         bad = bad.unionByName(
@@ -240,17 +294,18 @@ def _build(
         )
     }
     failed = sum(reasons.values())
-    summary = (
-        analytics.general_summary(ev, time_zone)
-        .select(
-            "*",
-            F.unix_seconds("first_event").alias("first_s"),
-            F.unix_seconds("last_event").alias("last_s"),
-        )
-        .first()
-    )
+    view = F.col("view")
+    summary = counts.agg(
+        F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
+        F.count_if((view == "host_day") & F.col("key").isNotNull()).alias("unique_visitors"),
+        F.count_if(view == "url").alias("unique_urls"),
+        F.count_if((view == "url") & (F.col("not_found") > 0)).alias("unique_not_found"),
+        F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
+        F.unix_seconds(F.min("first_event")).alias("first_s"),
+        F.unix_seconds(F.max("last_event")).alias("last_s"),
+    ).first()
     assert summary is not None  # a global aggregate always has one row
-    valid = int(summary["valid_requests"])
+    valid = int(summary["valid_requests"] or 0)
     general = {
         "total_requests": valid + failed,
         "valid_requests": valid,
@@ -258,7 +313,7 @@ def _build(
         "unique_visitors": int(summary["unique_visitors"]),
         "unique_urls": int(summary["unique_urls"]),
         "unique_not_found": int(summary["unique_not_found"]),
-        "bandwidth_bytes": int(summary["bandwidth_bytes"]),
+        "bandwidth_bytes": int(summary["bandwidth_bytes"] or 0),
         "first_event": iso_instant(summary["first_s"]),
         "last_event": iso_instant(summary["last_s"]),
         "time_zone": time_zone,
@@ -267,35 +322,52 @@ def _build(
         "corrupt_files": len(corrupt_files),
     }
 
-    status_codes = {str(r["status"]): r["requests"] for r in _rows(analytics.status_counts(ev))}
-    status_classes = {
-        r["status_class"]: r["requests"] for r in _rows(analytics.status_class_counts(ev))
-    }
+    # the small views (a row per status code, per hour) in one collect
+    small = _rows(
+        counts.where(view.isin("status", "hour")).select(
+            "view", F.col("key").cast("bigint").alias("key"), "requests", "bytes", "errors"
+        )
+    )
+    codes = sorted((r["key"], r["requests"]) for r in small if r["view"] == "status")
+    status_codes = {str(code): n for code, n in codes}
+    status_classes: dict[str, int] = {}
+    for code, n in codes:
+        label = f"{code // 100}xx"
+        status_classes[label] = status_classes.get(label, 0) + n
+    status_classes = dict(sorted(status_classes.items()))
+    hourly = [
+        {
+            "hour": iso_instant(r["key"] * 3600, time_zone),
+            "requests": r["requests"],
+            "bytes": r["bytes"],
+            "error_rate": round(r["errors"] / r["requests"], 6),
+        }
+        for r in sorted((r for r in small if r["view"] == "hour"), key=lambda r: r["key"])
+    ]
 
+    pages = counts.where(view == "page_day").select(
+        "day", F.col("key").alias("url_path"), "requests"
+    )
     by_day: dict[str, list[dict[str, Any]]] = {}
-    for r in _rows(analytics.top_content_pages_by_day(ev, top, time_zone)):
+    for r in _rows(
+        analytics.top_n_per_group(pages, ["day"], ["requests"], top).orderBy("day", "rank")
+    ):
         by_day.setdefault(r["day"].isoformat(), []).append(
             {"rank": r["rank"], "url_path": r["url_path"], "requests": r["requests"]}
         )
-
-    hourly = [
-        {
-            "hour": iso_instant(r["start_s"], time_zone),
-            "requests": r["requests"],
-            "bytes": r["bytes"],
-            "error_rate": round(r["error_rate"], 6),
-        }
-        for r in _rows(
-            analytics.traffic_per_window(ev, "1 hour")
-            .select(
-                F.unix_seconds("window_start").alias("start_s"), "requests", "bytes", "error_rate"
-            )
-            .orderBy("start_s")
-        )
-    ]
+    urls = counts.where(view == "url")
+    top_urls = urls.select(F.col("key").alias("url_path"), "requests", "bytes")
+    not_found = urls.where(F.col("not_found") > 0).select(
+        F.col("key").alias("url_path"), F.col("not_found").alias("requests")
+    )
+    hosts = (
+        counts.where(view == "host_day")
+        .groupBy(F.col("key").alias("client_host"))
+        .agg(F.sum("requests").alias("requests"), F.sum("bytes").alias("bytes"))
+    )
 
     visits = (
-        analytics.sessions(ev)
+        analytics.sessions(_events_of(parsed))
         .agg(
             F.count("*").alias("sessions"),
             F.avg(F.col("bounce").cast("double")).alias("bounce_rate"),
@@ -326,11 +398,11 @@ def _build(
         "general": general,
         "status_codes": status_codes,
         "status_classes": status_classes,
-        "top_urls": _rows(analytics.top_urls(ev, top)),
+        "top_urls": _rows(_top(top_urls, "url_path", top)),
         "top_content_pages_by_day": [{"day": d, "pages": p} for d, p in by_day.items()],
         "hourly": hourly,
-        "top_hosts": _rows(analytics.top_hosts(ev, top)),
-        "top_not_found": _rows(analytics.top_not_found(ev, top)),
+        "top_hosts": _rows(_top(hosts, "client_host", top)),
+        "top_not_found": _rows(_top(not_found, "url_path", top)),
         "sessions": sessions,
         "quarantine": {
             "failed_lines": failed,
@@ -343,3 +415,8 @@ def _build(
             "path": quarantine_path,
         },
     }
+
+
+def _top(rows: DataFrame, key: str, n: int) -> DataFrame:
+    """The ``n`` rows with the most requests, ties by ``key``."""
+    return rows.orderBy(F.col("requests").desc(), F.col(key)).limit(n)
