@@ -1,10 +1,14 @@
 """The batch report: GoAccess-class statistics of a set of log files (book Ch. 7, "Batch
 Analytics").
 
-:func:`build_report` runs the analytics functions of :mod:`logstream.analytics` over parsed
-lines and returns plain, JSON-ready Python data. Only bounded results reach the driver: a
-handful of totals, at most 600 status codes, ``top`` rows per table, one row per hour and per
-day. The keys of the returned dictionary are stable (see :data:`REPORT_KEYS`).
+:func:`build_report` parses each line once and aggregates each event once: one hash
+aggregation keyed by (view, key, day) counts every table of the report (status codes, hours,
+URLs, content pages per day, hosts per day, the reference dimensions) in one pass over the
+events, the pane idea of the streaming pipeline applied to the whole input
+(:func:`_view_counts`); visitor sessions are :func:`logstream.analytics.sessions` (Spark's
+session windows) over the same cached events. Only bounded results reach the driver: a handful of totals,
+at most 600 status codes, ``top`` rows per table, one row per hour and per day. The keys of the
+returned dictionary are stable (see :data:`REPORT_KEYS`).
 """
 
 from __future__ import annotations
