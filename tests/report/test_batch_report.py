@@ -201,3 +201,35 @@ def test_session_summary_equals_a_plain_python_sessionization(nasa_report, nasa_
     for quantile, key in ((0.5, "median_duration_s"), (0.95, "p95_duration_s")):
         rank = sum(d <= v[key] for d in durations) / len(durations)
         assert abs(rank - quantile) <= 0.02, (key, rank)  # KLL k=200: about 1.3 % rank error
+
+
+def test_quarantine_keeps_every_copy_of_a_bad_line_in_input_order(spark, tmp_path):
+    good = 'h - - [09/Jul/1995:00:00:00 -0400] "GET /a.html HTTP/1.0" 200 10'
+    lines = [
+        "garbage",
+        good,
+        "second",
+        "garbage",
+        'h - - [99/Jul/1995:00:00:00 -0400] "GET / HTTP/1.0" 200 1',
+        "garbage",
+        good,
+        "tail",
+    ]
+    log = tmp_path / "bad.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = build_report(
+        parse(read_lines(spark, [log]), compile_format("common")),
+        quarantine_path=str(tmp_path / "q"),
+    )
+    bad = [(line, "bad_timestamp" if line.startswith("h ") else "format_mismatch")
+           for line in lines if line != good]  # fmt: skip
+    assert report["quarantine"]["reasons"] == {"bad_timestamp": 1, "format_mismatch": 5}
+    assert report["general"]["failed_requests"] == 6 and report["general"]["valid_requests"] == 2
+    examples = report["quarantine"]["examples"]
+    assert [(e["raw_line"], e["reason"]) for e in examples] == bad[:5]
+    written = [
+        json.loads(line)
+        for f in sorted((tmp_path / "q").glob("part-*.json"))
+        for line in f.read_text().splitlines()
+    ]
+    assert [(r["raw_line"], r["reason"]) for r in written] == bad

@@ -31,6 +31,7 @@ __all__ = [
     "session_stats_per_window",
     "sessions",
     "split_sessions",
+    "summary_session",
 ]
 
 _PAGE = StructType([StructField("t_ms", LongType(), True), StructField("page", StringType(), True)])
@@ -232,20 +233,10 @@ def merged_sessions(parts: DataFrame, open_sessions: DataFrame, gap_s: int) -> D
             f"gap_s={gap_s}: sessions merged from per-minute summaries need a gap of at least "
             f"{MIN_MERGE_GAP_S} seconds"
         )
-    gap_ms = gap_s * 1000
     columns = SESSION_PARTS_SCHEMA.fieldNames()
     both = parts.select(*columns).unionByName(open_sessions.select(*columns))
-    # Spark's gap must be a CalendarInterval (a day-time interval is rejected): make_interval
-    # with exact decimal seconds. The window [first_ms, last_ms + gap) ends exclusively, but
-    # Spark merges windows that touch, so a start exactly gap_s after an end joins the session.
-    reach_s = (F.col("last_ms") - F.col("first_ms") + F.lit(gap_ms)).cast("decimal(18,3)") / 1000
-    gap = F.make_interval(secs=reach_s.cast("decimal(18,6)"))
     return _as_parts(
-        both.groupBy(
-            F.session_window(F.timestamp_millis("first_ms"), gap).alias("_session"),
-            "client_host",
-            "agent",
-        ).agg(
+        both.groupBy(summary_session(gap_s).alias("_session"), "client_host", "agent").agg(
             F.min("first_ms").alias("first_ms"),
             F.max("last_ms").alias("last_ms"),
             F.sum("requests").alias("requests"),
@@ -255,6 +246,21 @@ def merged_sessions(parts: DataFrame, open_sessions: DataFrame, gap_s: int) -> D
             F.max("exit").alias("exit"),
         )
     )
+
+
+def summary_session(gap_s: int) -> Column:
+    """Spark's session window of a summary of requests, ``[first_ms, last_ms]`` (columns,
+    epoch milliseconds): ``[first_ms, last_ms + gap_s)``, a dynamic gap (Spark guide, "Types of
+    time windows"). Grouped by it, summaries whose windows overlap or touch merge: the later
+    starts at most ``gap_s`` after the earlier ends, the rule :func:`sessions` applies to single
+    requests. For summaries of at most a minute, ``gap_s`` ≥ :data:`MIN_MERGE_GAP_S`."""
+    # Spark's gap must be a CalendarInterval (a day-time interval is rejected): make_interval
+    # with exact decimal seconds. The window [first_ms, last_ms + gap) ends exclusively, but
+    # Spark merges windows that touch, so a start exactly gap_s after an end joins the session.
+    reach_ms = F.col("last_ms") - F.col("first_ms") + F.lit(gap_s * 1000)
+    reach_s = reach_ms.cast("decimal(18,3)") / 1000
+    gap = F.make_interval(secs=reach_s.cast("decimal(18,6)"))
+    return F.session_window(F.timestamp_millis("first_ms"), gap)
 
 
 def split_sessions(

@@ -1,14 +1,14 @@
 """The batch report: GoAccess-class statistics of a set of log files (book Ch. 7, "Batch
 Analytics").
 
-:func:`build_report` parses each line once and aggregates each event once: one hash
-aggregation keyed by (view, key, day) counts every table of the report (status codes, hours,
-URLs, content pages per day, hosts per day, the reference dimensions) in one pass over the
-events, the pane idea of the streaming pipeline applied to the whole input
-(:func:`_view_counts`); visitor sessions are :func:`logstream.analytics.sessions` (Spark's
-session windows) over the same cached events. Only bounded results reach the driver: a handful of totals,
-at most 600 status codes, ``top`` rows per table, one row per hour and per day. The keys of the
-returned dictionary are stable (see :data:`REPORT_KEYS`).
+:func:`build_report` reads and parses each line once and aggregates it once: one hash
+aggregation keyed by view and key (:func:`_view_counts`) counts every table of the report
+(status codes, hours, URLs, content pages per day, hosts per day, the reference dimensions),
+the per-minute visit summaries that merge into sessions, and the quarantined lines, in one pass
+over the input: the pane idea of the streaming pipeline, applied to the whole input. Only
+bounded results reach the driver: a handful of totals, at most 600 status codes, ``top`` rows
+per table, one row per hour and per day. The keys of the returned dictionary are stable (see
+:data:`REPORT_KEYS`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
+from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
-from logstream.parsing import REASON_COLUMN, quarantine
+from logstream.parsing import REASON_COLUMN
 from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
@@ -130,99 +131,120 @@ def build_report(
     """
     if top < 1:
         raise ValueError(f"top must be at least 1, got {top}")
-    # the cache holds what the report reads: the raw text of quarantined lines only, and the
-    # event columns of the views and sessions (a third of the parsed row)
-    parsed = parsed.select(
-        *_CACHED_COLUMNS,
-        F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line")).alias("raw_line"),
-        "source_file",
-        REASON_COLUMN,
-    ).persist(StorageLevel.MEMORY_AND_DISK)
     tables = (reference if reference is not None else ReferenceTables()).current
+    # the input is read and parsed once: every table, the sessions and the quarantine come from
+    # the rows of one aggregation, which is small (a row per key) and cached
+    counts = _view_counts(parsed, time_zone, tables).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        counts = _view_counts(_events_of(parsed), time_zone, tables)
-        counts = counts.persist(StorageLevel.MEMORY_AND_DISK)  # a row per key: small
-        try:
-            report = _build(
-                parsed,
-                counts,
-                top,
-                time_zone,
-                log_format,
-                inputs or [],
-                quarantine_path,
-                corrupt_files or {},
-            )
-            report["reference"] = _reference(counts, tables, top)
-        finally:
-            counts.unpersist()
+        report = _build(
+            counts, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
+        )
+        report["reference"] = _reference(counts, tables, top)
     finally:
-        parsed.unpersist()
+        counts.unpersist()
     report["general"]["duplicates_dropped"] = duplicates_dropped
     return report
 
 
-#: The event columns the report reads.
-_CACHED_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
+def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> DataFrame:
+    """Every table of the report from one aggregation of the parsed lines.
 
-
-def _events_of(parsed: DataFrame) -> DataFrame:
-    """The parsed events of the report's cache (its :data:`_CACHED_COLUMNS`)."""
-    return parsed.where(F.col(REASON_COLUMN).isNull()).select(*_CACHED_COLUMNS)
-
-
-def _view_counts(ev: DataFrame, time_zone: str, tables: dict[str, Any]) -> DataFrame:
-    """Every table of the report from one aggregation: each event is projected into the views
-    it belongs to (``F.inline`` of an array of structs, Spark's ``Expand``), and one hash
-    aggregation keyed by (view, key, day) counts them all in one pass (the pane idea of
-    :func:`logstream.analytics.panes.fold_panes`, over the whole input).
-
-    Views and keys: ``status`` (the status code), ``hour`` (epoch seconds of the UTC hour),
-    ``url`` (every path), ``page_day`` (content pages per calendar day of ``time_zone``),
-    ``host_day`` (client hosts per calendar day), and the reference dimensions
-    (:data:`_DIMENSIONS`: agent class, section, network; ``unknown`` without a value).
+    Each line is projected into the views it belongs to (``F.inline`` of an array of structs,
+    Spark's ``Expand``), and one hash aggregation keyed by the view and its keys counts them
+    all in one pass: the pane idea of :func:`logstream.analytics.panes.fold_panes`, over the
+    whole input. Views of an event: ``status`` (key: the status code), ``hour`` (epoch seconds
+    of the UTC hour / 3600), ``url`` (every path), ``page_day`` (content pages per calendar
+    day of ``time_zone``), ``host_day`` (client hosts per calendar day), ``visit`` (a client
+    host and user agent, ``key2``, per UTC minute: the summaries that merge into sessions,
+    :func:`logstream.analytics.sessions.session_parts`), the reference dimensions
+    (:data:`_DIMENSIONS`, ``unknown`` without a value). Each quarantined line is a row of its
+    own in the view ``bad``: its raw text, source file (``key2``), reason (``key3``) and
+    position in the input (``at``), so the quarantine keeps every copy in input order.
 
     Returns
     -------
     DataFrame
-        ``view``, ``key`` (string), ``day`` (date, null outside the per-day views),
-        ``requests``, ``bytes`` (bytes), ``errors`` (status ≥ 400), ``not_found`` (status 404)
-        (bigint), ``first_event``, ``last_event`` (timestamp).
+        ``view``, ``key``, ``key2``, ``key3`` (string), ``day`` (date), ``at`` (bigint: the
+        minute of a ``visit``, epoch milliseconds; the position of a ``bad`` line), the keys
+        (null where a view has none); ``requests`` (lines), ``bytes`` (bytes), ``errors``
+        (status ≥ 400), ``not_found`` (status 404), ``pages`` (content pages) (bigint);
+        ``first_ms``, ``last_ms`` (bigint: epoch milliseconds of the first and last event).
     """
-    day = local_day(time_zone)
-    no_day = F.lit(None).cast("date")
+    is_event = F.col(REASON_COLUMN).isNull()
     url = F.col("url_path")
+    t_ms = F.unix_millis("event_time")
+    day = local_day(time_zone)
+    none = F.lit(None).cast("string")
 
-    def view(name: str, key: Column, on_day: Column = no_day, when: Column | None = None) -> Column:
-        label = F.lit(name) if when is None else F.when(when, F.lit(name))
-        return F.struct(label.alias("view"), key.alias("key"), on_day.alias("day"))
+    def view(
+        name: str,
+        key: Column,
+        key2: Column = none,
+        key3: Column = none,
+        on_day: Column | None = None,
+        at: Column | None = None,
+        when: Column = is_event,
+    ) -> Column:
+        return F.struct(
+            F.when(when, F.lit(name)).alias("view"),
+            key.alias("key"),
+            key2.alias("key2"),
+            key3.alias("key3"),
+            (F.lit(None).cast("date") if on_day is None else on_day).alias("day"),
+            (F.lit(None).cast("bigint") if at is None else at).alias("at"),
+        )
 
     views = [
         view("status", F.col("status").cast("string")),
-        view("hour", F.floor(F.unix_seconds("event_time") / 3600).cast("bigint").cast("string")),
-        view("url", url, when=url.isNotNull()),
-        view("page_day", url, day, when=analytics.is_content_page()),
-        view("host_day", F.col("client_host"), day),
+        view("hour", F.floor(F.unix_seconds("event_time") / 3600).cast("string")),
+        view("url", url, when=is_event & url.isNotNull()),
+        view("page_day", url, on_day=day, when=is_event & F.col("_page")),
+        view("host_day", F.col("client_host"), on_day=day),
+        view(
+            "visit",
+            F.col("client_host"),
+            F.coalesce("user_agent", F.lit("")),
+            at=t_ms - F.pmod(t_ms, F.lit(60_000)),
+        ),
+        view(
+            "bad",
+            F.col("raw_line"),
+            F.col("source_file"),
+            F.col(REASON_COLUMN),
+            at=F.monotonically_increasing_id(),  # the order of the input
+            when=~is_event,
+        ),
     ]
+    rows = parsed.select(
+        *_EVENT_COLUMNS,
+        "raw_line",
+        "source_file",
+        REASON_COLUMN,
+        analytics.is_content_page().alias("_page"),
+    )
     dimensions = [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
-    enriched = ev
     if dimensions:
-        enriched = Enricher(ev.sparkSession).enrich(ev, tables)
+        rows = Enricher(parsed.sparkSession).enrich(rows, tables)
         views += [view(n, F.coalesce(F.col(_DIMENSIONS[n]), F.lit("unknown"))) for n in dimensions]
     status = F.col("status")
     return (
-        enriched.select(F.inline(F.array(*views)), "event_time", "status", "bytes_sent")
+        rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
         .where(F.col("view").isNotNull())
-        .groupBy("view", "key", "day")
+        .groupBy("view", "key", "key2", "key3", "day", "at")
         .agg(
             F.count("*").alias("requests"),
             F.coalesce(F.sum("bytes_sent"), F.lit(0)).cast("bigint").alias("bytes"),
             F.count_if(status >= analytics.ERROR_STATUS_MIN).alias("errors"),
             F.count_if(status == 404).alias("not_found"),
-            F.min("event_time").alias("first_event"),
-            F.max("event_time").alias("last_event"),
+            F.count_if("_page").alias("pages"),
+            F.min("_t").alias("first_ms"),
+            F.max("_t").alias("last_ms"),
         )
     )
+
+
+#: The event columns the report reads.
+_EVENT_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
 
 
 _DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
@@ -268,7 +290,6 @@ def _reference_rows(
 
 
 def _build(
-    parsed: DataFrame,
     counts: DataFrame,
     top: int,
     time_zone: str,
@@ -277,27 +298,6 @@ def _build(
     quarantine_path: str | None,
     corrupt_files: dict[str, str],
 ) -> dict[str, Any]:
-    bad = quarantine(parsed)
-    if corrupt_files:
-        bad = bad.unionByName(
-            parsed.sparkSession.createDataFrame(
-                [
-                    (None, spark_file_uri(f), CORRUPT_FILE_REASON, e)
-                    for f, e in sorted(corrupt_files.items())
-                ],
-                QUARANTINE_SCHEMA,
-            )
-        )
-
-    reasons = {
-        r["reason"]: r["lines"]
-        for r in _rows(
-            parsed.where(F.col(REASON_COLUMN).isNotNull())
-            .groupBy(F.col(REASON_COLUMN).alias("reason"))
-            .agg(F.count("*").alias("lines"))
-        )
-    }
-    failed = sum(reasons.values())
     view = F.col("view")
     summary = counts.agg(
         F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
@@ -305,10 +305,18 @@ def _build(
         F.count_if(view == "url").alias("unique_urls"),
         F.count_if((view == "url") & (F.col("not_found") > 0)).alias("unique_not_found"),
         F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
-        F.unix_seconds(F.min("first_event")).alias("first_s"),
-        F.unix_seconds(F.max("last_event")).alias("last_s"),
+        F.min(F.when(view == "hour", F.col("first_ms"))).alias("first_ms"),
+        F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),
     ).first()
     assert summary is not None  # a global aggregate always has one row
+    # the small views (a row per status code, per hour, per quarantine reason) in one collect
+    small = _rows(
+        counts.where(view.isin("status", "hour", "bad"))
+        .groupBy("view", F.when(view == "bad", F.col("key3")).otherwise(F.col("key")).alias("key"))
+        .agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
+    )
+    reasons = dict(sorted((r["key"], r["requests"]) for r in small if r["view"] == "bad"))
+    failed = sum(reasons.values())
     valid = int(summary["valid_requests"] or 0)
     general = {
         "total_requests": valid + failed,
@@ -318,44 +326,38 @@ def _build(
         "unique_urls": int(summary["unique_urls"]),
         "unique_not_found": int(summary["unique_not_found"]),
         "bandwidth_bytes": int(summary["bandwidth_bytes"] or 0),
-        "first_event": iso_instant(summary["first_s"]),
-        "last_event": iso_instant(summary["last_s"]),
+        "first_event": _iso_ms(summary["first_ms"]),
+        "last_event": _iso_ms(summary["last_ms"]),
         "time_zone": time_zone,
         "log_format": log_format,
         "inputs": inputs,
         "corrupt_files": len(corrupt_files),
     }
 
-    # the small views (a row per status code, per hour) in one collect
-    small = _rows(
-        counts.where(view.isin("status", "hour")).select(
-            "view", F.col("key").cast("bigint").alias("key"), "requests", "bytes", "errors"
-        )
-    )
-    codes = sorted((r["key"], r["requests"]) for r in small if r["view"] == "status")
+    codes = sorted((int(r["key"]), r["requests"]) for r in small if r["view"] == "status")
     status_codes = {str(code): n for code, n in codes}
     status_classes: dict[str, int] = {}
     for code, n in codes:
         label = f"{code // 100}xx"
         status_classes[label] = status_classes.get(label, 0) + n
     status_classes = dict(sorted(status_classes.items()))
+    hours = sorted((int(r["key"]), r) for r in small if r["view"] == "hour")
     hourly = [
         {
-            "hour": iso_instant(r["key"] * 3600, time_zone),
+            "hour": iso_instant(hour * 3600, time_zone),
             "requests": r["requests"],
             "bytes": r["bytes"],
             "error_rate": round(r["errors"] / r["requests"], 6),
         }
-        for r in sorted((r for r in small if r["view"] == "hour"), key=lambda r: r["key"])
+        for hour, r in hours
     ]
 
     pages = counts.where(view == "page_day").select(
         "day", F.col("key").alias("url_path"), "requests"
     )
     by_day: dict[str, list[dict[str, Any]]] = {}
-    for r in _rows(
-        analytics.top_n_per_group(pages, ["day"], ["requests"], top).orderBy("day", "rank")
-    ):
+    ranked = analytics.top_n_per_group(pages, ["day"], ["requests"], top).orderBy("day", "rank")
+    for r in _rows(ranked):
         by_day.setdefault(r["day"].isoformat(), []).append(
             {"rank": r["rank"], "url_path": r["url_path"], "requests": r["requests"]}
         )
@@ -370,32 +372,29 @@ def _build(
         .agg(F.sum("requests").alias("requests"), F.sum("bytes").alias("bytes"))
     )
 
-    visits = (
-        analytics.sessions(_events_of(parsed))
-        .agg(
-            F.count("*").alias("sessions"),
-            F.avg(F.col("bounce").cast("double")).alias("bounce_rate"),
-            F.avg("pages").alias("pages_per_session"),
-            F.kll_sketch_agg_bigint("duration_s").alias("sketch"),
+    # every quarantined line, in the order of the input
+    bad = (
+        counts.where(view == "bad")
+        .orderBy("at")
+        .select(
+            F.col("key").alias("raw_line"),
+            F.col("key2").alias("source_file"),
+            F.col("key3").alias("reason"),
+            F.lit(None).cast("string").alias("detail"),
         )
-        .select("*", *analytics.duration_quantiles("sketch"))
-        .drop("sketch")
-        .first()
     )
-    assert visits is not None
-    sessions = {
-        "gap_s": 1800,
-        "sessions": int(visits["sessions"]),
-        "median_duration_s": visits["median_duration_s"],
-        "p95_duration_s": visits["p95_duration_s"],
-        "bounce_rate": None if visits["bounce_rate"] is None else round(visits["bounce_rate"], 6),
-        "pages_per_session": None
-        if visits["pages_per_session"] is None
-        else round(visits["pages_per_session"], 3),
-    }
-
-    examples = _rows(quarantine(parsed).limit(QUARANTINE_EXAMPLES)) if failed else []
+    examples = _rows(bad.limit(QUARANTINE_EXAMPLES)) if failed else []
     if quarantine_path:
+        if corrupt_files:
+            bad = bad.unionByName(
+                counts.sparkSession.createDataFrame(
+                    [
+                        (None, spark_file_uri(f), CORRUPT_FILE_REASON, e)
+                        for f, e in sorted(corrupt_files.items())
+                    ],
+                    QUARANTINE_SCHEMA,
+                )
+            )
         bad.write.mode("overwrite").json(quarantine_path)
 
     return {
@@ -407,7 +406,7 @@ def _build(
         "hourly": hourly,
         "top_hosts": _rows(_top(hosts, "client_host", top)),
         "top_not_found": _rows(_top(not_found, "url_path", top)),
-        "sessions": sessions,
+        "sessions": _sessions(counts.where(view == "visit")),
         "quarantine": {
             "failed_lines": failed,
             "reasons": reasons,
@@ -419,6 +418,47 @@ def _build(
             "path": quarantine_path,
         },
     }
+
+
+def _sessions(visits: DataFrame, gap_s: int = 1800) -> dict[str, Any]:
+    """The session summary from the ``visit`` rows of :func:`_view_counts` (a visitor's
+    requests per minute): merged by Spark's session windows exactly as
+    :func:`logstream.analytics.sessions` merges single requests (book Ch. 2, "how long was the
+    user session?")."""
+    merged = visits.groupBy(
+        summary_session(gap_s), F.col("key").alias("client_host"), F.col("key2").alias("agent")
+    ).agg(
+        F.min("first_ms").alias("first_ms"),
+        F.max("last_ms").alias("last_ms"),
+        F.sum("pages").alias("pages"),
+    )
+    seconds = F.floor(F.col("last_ms") / 1000) - F.floor(F.col("first_ms") / 1000)
+    row = (
+        merged.agg(
+            F.count("*").alias("sessions"),
+            F.avg((F.col("pages") <= 1).cast("double")).alias("bounce_rate"),
+            F.avg("pages").alias("pages_per_session"),
+            F.kll_sketch_agg_bigint(seconds.cast("bigint")).alias("sketch"),
+        )
+        .select("*", *analytics.duration_quantiles("sketch"))
+        .drop("sketch")
+        .first()
+    )
+    assert row is not None
+    return {
+        "gap_s": gap_s,
+        "sessions": int(row["sessions"]),
+        "median_duration_s": row["median_duration_s"],
+        "p95_duration_s": row["p95_duration_s"],
+        "bounce_rate": None if row["bounce_rate"] is None else round(row["bounce_rate"], 6),
+        "pages_per_session": None
+        if row["pages_per_session"] is None
+        else round(row["pages_per_session"], 3),
+    }
+
+
+def _iso_ms(epoch_ms: int | None) -> str | None:
+    return None if epoch_ms is None else iso_instant(epoch_ms // 1000)
 
 
 def _top(rows: DataFrame, key: str, n: int) -> DataFrame:
