@@ -149,17 +149,18 @@ def build_report(
 def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> DataFrame:
     """Every table of the report from one aggregation of the parsed lines.
 
-    Each line is projected into the views it belongs to (``F.inline`` of an array of structs,
-    Spark's ``Expand``), and one hash aggregation keyed by the view and its keys counts them
-    all in one pass: the pane idea of :func:`logstream.analytics.panes.fold_panes`, over the
-    whole input. Views of an event: ``status`` (key: the status code), ``hour`` (epoch seconds
-    of the UTC hour / 3600), ``url`` (every path), ``page_day`` (content pages per calendar
-    day of ``time_zone``), ``host_day`` (client hosts per calendar day), ``visit`` (a client
-    host and user agent, ``key2``, per UTC minute: the summaries that merge into sessions,
-    :func:`logstream.analytics.sessions.session_parts`), the reference dimensions
-    (:data:`_DIMENSIONS`, ``unknown`` without a value). Each quarantined line is a row of its
-    own in the view ``bad``: its raw text, source file (``key2``), reason (``key3``) and
-    position in the input (``at``), so the quarantine keeps every copy in input order.
+    Each line is projected into the views it belongs to (``F.inline`` of an array of structs:
+    a row per view), and one hash aggregation keyed by the view and its keys counts them all
+    in one pass: the pane idea of :func:`logstream.analytics.panes.fold_panes`, over the whole
+    input. Views of an event: ``hour`` (key: the UTC hour, epoch seconds // 3600; ``key2``:
+    the status code), ``url`` (the path, null included), ``page_day`` (content pages per
+    calendar day of ``time_zone``), ``host_day`` (client hosts per calendar day), ``visit`` (a
+    client host and user agent, ``key2``, per UTC minute: the summaries that merge into
+    sessions, :func:`logstream.analytics.sessions.session_parts`). The reference dimensions
+    are read from these rows, not from the events (:func:`_reference`). Each quarantined line
+    is a row of its own in the view ``bad``: its raw text, source file (``key2``), reason
+    (``key3``) and position in the input (``at``), so the quarantine keeps every copy in input
+    order.
 
     Returns
     -------
@@ -175,6 +176,7 @@ def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> D
     t_ms = F.unix_millis("event_time")
     day = local_day(time_zone)
     none = F.lit(None).cast("string")
+    status_text = F.col("status").cast("string")
 
     def view(
         name: str,
@@ -195,9 +197,8 @@ def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> D
         )
 
     views = [
-        view("status", F.col("status").cast("string")),
-        view("hour", F.floor(F.unix_seconds("event_time") / 3600).cast("string")),
-        view("url", url, when=is_event & url.isNotNull()),
+        view("hour", F.floor(F.unix_seconds("event_time") / 3600).cast("string"), status_text),
+        view("url", url),
         view("page_day", url, on_day=day, when=is_event & F.col("_page")),
         view("host_day", F.col("client_host"), on_day=day),
         view(
@@ -222,10 +223,6 @@ def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> D
         REASON_COLUMN,
         analytics.is_content_page().alias("_page"),
     )
-    dimensions = [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
-    if dimensions:
-        rows = Enricher(parsed.sparkSession).enrich(rows, tables)
-        views += [view(n, F.coalesce(F.col(_DIMENSIONS[n]), F.lit("unknown"))) for n in dimensions]
     status = F.col("status")
     return (
         rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
@@ -250,14 +247,59 @@ _EVENT_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status
 _DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
 
 
+def _dimensions(tables: dict[str, Any]) -> list[str]:
+    """The reference dimensions the report shows (networks only with a networks table)."""
+    return [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
+
+
+#: The view of :func:`_view_counts` each reference dimension is read from, and the event
+#: column its key fills (a section depends only on the path, an agent class only on the user
+#: agent, a network only on the host).
+_DIMENSION_SOURCES = {
+    "sections": ("url", "url_path", "sections"),
+    "agent_classes": ("visit", "user_agent", "agents"),
+    "networks": ("host_day", "client_host", "networks"),
+}
+
+
 def _reference(counts: DataFrame, tables: dict[str, Any], top: int) -> dict[str, Any]:
-    """Traffic per agent class, section and network (rows of :func:`_view_counts`), top
-    ``top`` keys of each."""
-    names = [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
-    rows = counts.where(F.col("view").isin(*names)).select(
-        F.col("view").alias("dimension"), "key", "requests", "bytes", "errors"
-    )
-    return _reference_rows(rows, names, tables, top)
+    """Traffic per agent class, section and network, top ``top`` keys of each.
+
+    Each dimension is a function of one event column, so it is computed on the rows of
+    :func:`_view_counts` keyed by that column (about ten thousand paths, a few million visit
+    summaries, a million host-days on 10M lines) rather than on every event: the same broadcast
+    joins as ``logstream run`` (:class:`~logstream.reference.Enricher`), then a sum per key
+    (``unknown`` without a value).
+    """
+    names = _dimensions(tables)
+    enricher = Enricher(counts.sparkSession)
+    parts = []
+    for name in names:
+        view, column, kind = _DIMENSION_SOURCES[name]
+        key = F.col("key2") if view == "visit" else F.col("key")
+        if view == "visit":  # "" stands for no user agent
+            key = F.when(key != "", key)
+        rows = counts.where(F.col("view") == view).select(
+            *(
+                (key if c == column else F.lit(None).cast("string")).alias(c)
+                for c in ("client_host", "user_agent", "url_path")
+            ),
+            "requests",
+            "bytes",
+            "errors",
+        )
+        used = {k: t for k, t in tables.items() if k == kind}
+        enriched = enricher.enrich(rows, used)
+        parts.append(
+            enriched.groupBy(
+                F.lit(name).alias("dimension"),
+                F.coalesce(F.col(_DIMENSIONS[name]), F.lit("unknown")).alias("key"),
+            ).agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
+        )
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    return _reference_rows(union, names, tables, top)
 
 
 def _reference_rows(
@@ -302,17 +344,23 @@ def _build(
     summary = counts.agg(
         F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
         F.count_if((view == "host_day") & F.col("key").isNotNull()).alias("unique_visitors"),
-        F.count_if(view == "url").alias("unique_urls"),
-        F.count_if((view == "url") & (F.col("not_found") > 0)).alias("unique_not_found"),
+        F.count_if((view == "url") & F.col("key").isNotNull()).alias("unique_urls"),
+        F.count_if((view == "url") & F.col("key").isNotNull() & (F.col("not_found") > 0)).alias(
+            "unique_not_found"
+        ),
         F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
         F.min(F.when(view == "hour", F.col("first_ms"))).alias("first_ms"),
         F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),
     ).first()
     assert summary is not None  # a global aggregate always has one row
-    # the small views (a row per status code, per hour, per quarantine reason) in one collect
+    # the small views in one collect: a row per hour and status code, per quarantine reason
     small = _rows(
-        counts.where(view.isin("status", "hour", "bad"))
-        .groupBy("view", F.when(view == "bad", F.col("key3")).otherwise(F.col("key")).alias("key"))
+        counts.where(view.isin("hour", "bad"))
+        .groupBy(
+            "view",
+            F.when(view == "bad", F.col("key3")).otherwise(F.col("key")).alias("key"),
+            F.when(view == "hour", F.col("key2")).alias("status"),
+        )
         .agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
     )
     reasons = dict(sorted((r["key"], r["requests"]) for r in small if r["view"] == "bad"))
@@ -334,22 +382,30 @@ def _build(
         "corrupt_files": len(corrupt_files),
     }
 
-    codes = sorted((int(r["key"]), r["requests"]) for r in small if r["view"] == "status")
+    per_code: dict[int, int] = {}
+    per_hour: dict[int, list[int]] = {}  # requests, bytes, errors
+    for r in small:
+        if r["view"] == "hour":
+            code = int(r["status"])
+            per_code[code] = per_code.get(code, 0) + r["requests"]
+            sums = per_hour.setdefault(int(r["key"]), [0, 0, 0])
+            for i, c in enumerate(("requests", "bytes", "errors")):
+                sums[i] += r[c]
+    codes = sorted(per_code.items())
     status_codes = {str(code): n for code, n in codes}
     status_classes: dict[str, int] = {}
     for code, n in codes:
         label = f"{code // 100}xx"
         status_classes[label] = status_classes.get(label, 0) + n
     status_classes = dict(sorted(status_classes.items()))
-    hours = sorted((int(r["key"]), r) for r in small if r["view"] == "hour")
     hourly = [
         {
             "hour": iso_instant(hour * 3600, time_zone),
-            "requests": r["requests"],
-            "bytes": r["bytes"],
-            "error_rate": round(r["errors"] / r["requests"], 6),
+            "requests": requests,
+            "bytes": size,
+            "error_rate": round(errors / requests, 6),
         }
-        for hour, r in hours
+        for hour, (requests, size, errors) in sorted(per_hour.items())
     ]
 
     pages = counts.where(view == "page_day").select(
@@ -361,7 +417,7 @@ def _build(
         by_day.setdefault(r["day"].isoformat(), []).append(
             {"rank": r["rank"], "url_path": r["url_path"], "requests": r["requests"]}
         )
-    urls = counts.where(view == "url")
+    urls = counts.where((view == "url") & F.col("key").isNotNull())
     top_urls = urls.select(F.col("key").alias("url_path"), "requests", "bytes")
     not_found = urls.where(F.col("not_found") > 0).select(
         F.col("key").alias("url_path"), F.col("not_found").alias("requests")
