@@ -139,9 +139,11 @@ def build_report(
         report = _build(
             counts, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
         )
+        _describe(counts, "reference")
         report["reference"] = _reference(counts, tables, top)
     finally:
         counts.unpersist()
+        parsed.sparkSession.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     report["general"]["duplicates_dropped"] = duplicates_dropped
     return report
 
@@ -341,6 +343,7 @@ def _build(
     corrupt_files: dict[str, str],
 ) -> dict[str, Any]:
     view = F.col("view")
+    _describe(counts, "read, parse, aggregate")  # the first action computes the aggregation
     summary = counts.agg(
         F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
         F.count_if((view == "host_day") & F.col("key").isNotNull()).alias("unique_visitors"),
@@ -353,6 +356,7 @@ def _build(
         F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),
     ).first()
     assert summary is not None  # a global aggregate always has one row
+    _describe(counts, "tables")
     # the small views in one collect: a row per hour and status code, per quarantine reason
     small = _rows(
         counts.where(view.isin("hour", "bad"))
@@ -439,6 +443,7 @@ def _build(
             F.lit(None).cast("string").alias("detail"),
         )
     )
+    _describe(counts, "quarantine")
     examples = _rows(bad.limit(QUARANTINE_EXAMPLES)) if failed else []
     if quarantine_path:
         if corrupt_files:
@@ -453,6 +458,7 @@ def _build(
             )
         bad.write.mode("overwrite").json(quarantine_path)
 
+    _describe(counts, "tables")
     return {
         "general": general,
         "status_codes": status_codes,
@@ -481,6 +487,7 @@ def _sessions(visits: DataFrame, gap_s: int = 1800) -> dict[str, Any]:
     requests per minute): merged by Spark's session windows exactly as
     :func:`logstream.analytics.sessions` merges single requests (book Ch. 2, "how long was the
     user session?")."""
+    _describe(visits, "sessions")
     merged = visits.groupBy(
         summary_session(gap_s), F.col("key").alias("client_host"), F.col("key2").alias("agent")
     ).agg(
@@ -511,6 +518,12 @@ def _sessions(visits: DataFrame, gap_s: int = 1800) -> dict[str, Any]:
         if row["pages_per_session"] is None
         else round(row["pages_per_session"], 3),
     }
+
+
+def _describe(frame: DataFrame, step: str) -> None:
+    """Name the Spark jobs that follow (the Spark UI's job descriptions, read by
+    ``bench/profile_batch.py``): ``logstream batch: STEP``."""
+    frame.sparkSession.sparkContext.setJobDescription(f"logstream batch: {step}")
 
 
 def _iso_ms(epoch_ms: int | None) -> str | None:
