@@ -22,13 +22,12 @@ import os
 import platform
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from bench.build_july import build_july, input_dir
-from bench.profile_pipeline import _get, _ts  # the Spark UI's REST API and its times
+from bench.profile_pipeline import spark_totals  # the Spark UI's REST API, summed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -46,35 +45,9 @@ def profile(days: int) -> dict:
     build_report(parse(read_lines(spark, [input_dir(days)]), compile_format("common")))
     wall = time.perf_counter() - t0
 
-    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
-    stages = {s["stageId"]: s for s in _get(f"{base}/stages")}
-    by_step: dict[str, dict] = defaultdict(
-        lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
+    totals, stages = spark_totals(
+        spark, {"step": lambda job: job.get("description") or "(no description)"}
     )
-    dear = []
-    for job in _get(f"{base}/jobs"):
-        step = job.get("description") or "(no description)"
-        row = by_step[step]
-        start, end = _ts(job.get("submissionTime")), _ts(job.get("completionTime"))
-        row["jobs"] += 1
-        row["job_wall_s"] += end - start if start and end else 0.0
-        for sid in job.get("stageIds", []):
-            stage = stages.get(sid)
-            if stage is None or stage.get("status") == "SKIPPED":
-                continue
-            run_s = stage.get("executorRunTime", 0) / 1000
-            row["stages"] += 1
-            row["executor_run_s"] += run_s
-            dear.append(
-                {
-                    "step": step,
-                    "stage": sid,
-                    "tasks": stage.get("numTasks"),
-                    "executor_run_s": round(run_s, 2),
-                    "input_records": stage.get("inputRecords"),
-                    "shuffle_write_records": stage.get("shuffleWriteRecords"),
-                }
-            )
     lines = 35272 * days
     return {
         "input": f"NASA day x{days} (bench/build_july.py), {lines:,} lines",
@@ -82,9 +55,9 @@ def profile(days: int) -> dict:
         "lines_per_s": round(lines / wall),
         "per_step_spark": {
             step: {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
-            for step, row in by_step.items()
+            for step, row in totals["step"].items()
         },
-        "dearest_stages": sorted(dear, key=lambda s: -s["executor_run_s"])[:12],
+        "dearest_stages": sorted(stages, key=lambda s: -s["executor_run_s"])[:12],
         "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
     }
 

@@ -34,8 +34,10 @@ import tempfile
 import time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -54,6 +56,51 @@ def _ts(text: str | None) -> float | None:
     if not text:
         return None
     return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def spark_totals(
+    spark: Any, keys: dict[str, Callable[[dict], str]]
+) -> tuple[dict[str, dict[str, dict]], list[dict]]:
+    """The Spark jobs and stages of the session so far (the Spark UI's REST API), summed per
+    value of each key (``{name: function of a job}``, e.g. its description): jobs, stages,
+    ``job_wall_s`` (the jobs' wall time) and ``executor_run_s`` (their stages' executor run
+    time); and every stage that ran, with its job's keys, tasks, executor seconds and records."""
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    stages = {s["stageId"]: s for s in _get(f"{base}/stages")}
+    totals: dict[str, dict[str, dict]] = {
+        name: defaultdict(
+            lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
+        )
+        for name in keys
+    }
+    runs = []
+    for job in _get(f"{base}/jobs"):
+        labels = {name: key(job) for name, key in keys.items()}
+        rows = [totals[name][label] for name, label in labels.items()]
+        start, end = _ts(job.get("submissionTime")), _ts(job.get("completionTime"))
+        for row in rows:
+            row["jobs"] += 1
+            row["job_wall_s"] += end - start if start and end else 0.0
+        for sid in job.get("stageIds", []):
+            stage = stages.get(sid)
+            if stage is None or stage.get("status") == "SKIPPED":
+                continue
+            run_s = stage.get("executorRunTime", 0) / 1000
+            for row in rows:
+                row["stages"] += 1
+                row["executor_run_s"] += run_s
+            runs.append(
+                {
+                    **labels,
+                    "stage": sid,
+                    "name": stage.get("name", "")[:120],
+                    "tasks": stage.get("numTasks"),
+                    "executor_run_s": round(run_s, 2),
+                    "input_records": stage.get("inputRecords"),
+                    "shuffle_write_records": stage.get("shuffleWriteRecords"),
+                }
+            )
+    return totals, runs
 
 
 def profile(
@@ -117,44 +164,14 @@ def profile(
                 "triggerExecution", 0
             )
 
-    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
-    jobs = _get(f"{base}/jobs")
-    stages = {s["stageId"]: s for s in _get(f"{base}/stages")}
-    by_query: dict[str, dict] = defaultdict(
-        lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
+    totals, dear = spark_totals(
+        spark,
+        {
+            "query": lambda job: run_ids.get(job.get("jobGroup") or "", "(outside a query)"),
+            "step": lambda job: job.get("description") or "(no description)",
+        },
     )
-    by_step: dict[str, dict] = defaultdict(
-        lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
-    )
-    dear = []
-    for job in jobs:
-        query = run_ids.get(job.get("jobGroup") or "", "(outside a query)")
-        step = job.get("description") or "(no description)"
-        rows = (by_query[query], by_step[step])  # each job counts in both groupings
-        start, end = _ts(job.get("submissionTime")), _ts(job.get("completionTime"))
-        for row in rows:
-            row["jobs"] += 1
-            row["job_wall_s"] += end - start if start and end else 0.0
-        for sid in job.get("stageIds", []):
-            stage = stages.get(sid)
-            if stage is None or stage.get("status") == "SKIPPED":
-                continue
-            run_s = stage.get("executorRunTime", 0) / 1000
-            for row in rows:
-                row["stages"] += 1
-                row["executor_run_s"] += run_s
-            dear.append(
-                {
-                    "query": query,
-                    "step": step,
-                    "stage": sid,
-                    "name": stage.get("name", "")[:120],
-                    "tasks": stage.get("numTasks"),
-                    "executor_run_s": round(run_s, 2),
-                    "input_records": stage.get("inputRecords"),
-                    "shuffle_write_records": stage.get("shuffleWriteRecords"),
-                }
-            )
+    by_query, by_step = totals["query"], totals["step"]
     every_stage = sorted(dear, key=lambda s: s["stage"])
     dear = sorted(dear, key=lambda s: -s["executor_run_s"])
     lines = 35272 * days
