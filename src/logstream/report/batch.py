@@ -301,7 +301,11 @@ def _reference(counts: DataFrame, tables: dict[str, Any], top: int) -> dict[str,
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    return _reference_rows(union, names, tables, top)
+    union = union.persist(StorageLevel.MEMORY_AND_DISK)  # a row per key, read twice
+    try:
+        return _reference_rows(union, names, tables, top)
+    finally:
+        union.unpersist()
 
 
 def _reference_rows(
