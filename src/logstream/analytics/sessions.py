@@ -253,7 +253,21 @@ def summary_session(gap_s: int) -> Column:
     epoch milliseconds): ``[first_ms, last_ms + gap_s)``, a dynamic gap (Spark guide, "Types of
     time windows"). Grouped by it, summaries whose windows overlap or touch merge: the later
     starts at most ``gap_s`` after the earlier ends, the rule :func:`sessions` applies to single
-    requests. For summaries of at most a minute, ``gap_s`` ≥ :data:`MIN_MERGE_GAP_S`."""
+    requests. :func:`merged_sessions` and the batch report (:mod:`logstream.report.batch`)
+    group by it.
+
+    Parameters
+    ----------
+    gap_s : int
+        Inactivity timeout, seconds; for summaries of up to a minute (:func:`session_parts`)
+        at least :data:`MIN_MERGE_GAP_S`.
+
+    Returns
+    -------
+    Column
+        A ``session_window`` grouping expression over the columns ``first_ms`` and
+        ``last_ms`` (bigint, epoch milliseconds).
+    """
     # Spark's gap must be a CalendarInterval (a day-time interval is rejected): make_interval
     # with exact decimal seconds. The window [first_ms, last_ms + gap) ends exclusively, but
     # Spark merges windows that touch, so a start exactly gap_s after an end joins the session.
