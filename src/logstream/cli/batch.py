@@ -65,6 +65,7 @@ def batch(
 
     Example: logstream batch ../shared/data/NASA_access_log_Jul95_day09.log.gz --top 5
     """
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from logstream.parsing import parse, resolve_format
@@ -75,7 +76,6 @@ def batch(
         drop_duplicate_lines,
         expand_inputs,
         input_files,
-        line_key,
         read_lines,
         sample_lines,
     )
@@ -98,13 +98,11 @@ def batch(
     spark = get_spark(SparkSettings.build(master=master))
     lines = read_lines(spark, inputs)
     fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
-    dropped = None
-    if drop_duplicates:  # one pass to count, as the stream's metric does: read − kept
-        counts = lines.agg(
-            F.count("*").alias("read"), F.count_distinct(line_key()).alias("kept")
-        ).first()
-        dropped = counts["read"] - counts["kept"]
-        lines = drop_duplicate_lines(lines)
+    if drop_duplicates:
+        # counted in the report's one pass over the input, as the stream's metric: read − kept
+        read, kept = Observation("read"), Observation("kept")
+        lines = lines.observe(read, F.count("*").alias("lines"))
+        lines = drop_duplicate_lines(lines).observe(kept, F.count("*").alias("lines"))
     report = build_report(
         parse(lines, fmt),
         top=top,
@@ -112,11 +110,12 @@ def batch(
         log_format=fmt.name,
         inputs=[str(p) for p in paths],
         quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
-        duplicates_dropped=dropped,
         corrupt_files=corrupt.result() if not strict else {},
         reference=tables,
     )
     checking.shutdown()
+    if drop_duplicates:
+        report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
     if not quiet:
         render_terminal(report)
     if json_path:
