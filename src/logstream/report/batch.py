@@ -278,9 +278,8 @@ def _reference(counts: DataFrame, tables: dict[str, Any], top: int) -> dict[str,
     parts = []
     for name in names:
         view, column, kind = _DIMENSION_SOURCES[name]
-        key = F.col("key2") if view == "visit" else F.col("key")
-        if view == "visit":  # "" stands for no user agent
-            key = F.when(key != "", key)
+        # a visit's user agent is key2, "" when there was none
+        key = F.when(F.col("key2") != "", F.col("key2")) if view == "visit" else F.col("key")
         rows = counts.where(F.col("view") == view).select(
             *(
                 (key if c == column else F.lit(None).cast("string")).alias(c)
@@ -368,6 +367,9 @@ def _build(
             "view",
             F.when(view == "bad", F.col("key3")).otherwise(F.col("key")).alias("key"),
             F.when(view == "hour", F.col("key2")).alias("status"),
+            F.when(view == "hour", analytics.status_class(F.col("key2").cast("int"))).alias(
+                "status_class"
+            ),
         )
         .agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
     )
@@ -391,21 +393,18 @@ def _build(
     }
 
     per_code: dict[int, int] = {}
+    per_class: dict[str, int] = {}
     per_hour: dict[int, list[int]] = {}  # requests, bytes, errors
     for r in small:
         if r["view"] == "hour":
             code = int(r["status"])
             per_code[code] = per_code.get(code, 0) + r["requests"]
+            per_class[r["status_class"]] = per_class.get(r["status_class"], 0) + r["requests"]
             sums = per_hour.setdefault(int(r["key"]), [0, 0, 0])
             for i, c in enumerate(("requests", "bytes", "errors")):
                 sums[i] += r[c]
-    codes = sorted(per_code.items())
-    status_codes = {str(code): n for code, n in codes}
-    status_classes: dict[str, int] = {}
-    for code, n in codes:
-        label = f"{code // 100}xx"
-        status_classes[label] = status_classes.get(label, 0) + n
-    status_classes = dict(sorted(status_classes.items()))
+    status_codes = {str(code): n for code, n in sorted(per_code.items())}
+    status_classes = dict(sorted(per_class.items()))
     hourly = [
         {
             "hour": iso_instant(hour * 3600, time_zone),
