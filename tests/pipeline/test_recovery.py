@@ -103,12 +103,14 @@ def store_rows(root: Path) -> dict[str, Counter]:
 
 
 #: (step, micro-batch): successive starts are SIGKILLed there, between two writes of the batch
-#: (``logstream.pipeline.ingest.fault_hook``): after its events are published (other outputs
-#: not yet), before the store commits (every Parquet output written), and after the store
-#: committed but before the analytics snapshot. Batch 1 is the first whose watermark passes
-#: windows, so windows, sessions and alerts are published from it; the second start replays
-#: batch 1 and dies in it again, later.
+#: (``logstream.pipeline.ingest.fault_hook``): after its windows went to the store ahead of
+#: the ledger (no output yet), after its events are published (other outputs not yet), before
+#: the store commits (every Parquet output written), and after the store committed but before
+#: the analytics snapshot. Batch 1 is the first whose watermark passes windows, so windows,
+#: sessions and alerts are published from it; the next starts replay batch 1 and die in it
+#: again, later.
 KILL_POINTS = [
+    ("committed_views", 1),
     ("published_events", 1),
     ("before_commit", 1),
     ("before_snapshot", 2),

@@ -175,6 +175,15 @@ def test_a_replayed_micro_batch_changes_nothing(postgres_url):
         assert _all_rows(store) == before
         assert store.counters()["events"] == 8
         assert store.max_event_time_ms() == 1000
+        # the windows ahead of the ledger: nothing for a batch the ledger holds
+        assert store.commit_ingest_views("ingest", batch(1, requests=9)) is False
+        assert _all_rows(store) == before
+        ahead = batch(2, requests=7)
+        assert store.commit_ingest_views("ingest", ahead) is True
+        assert store.counters()["events"] == 8 and store.max_event_time_ms() == 2000
+        assert store.query("SELECT requests FROM traffic_per_minute")[0]["requests"] == 7
+        assert store.commit_ingest_batch("ingest", ahead) is True
+        assert store.counters()["events"] == 15
     finally:
         store.close()
 

@@ -59,6 +59,33 @@ def test_a_replayed_batch_changes_nothing(tmp_path):
     assert store.is_committed("ingest", 1) and not store.is_committed("ingest", 2)
 
 
+def test_windows_written_ahead_of_the_ledger_are_idempotent(tmp_path):
+    """The ingest stage writes a micro-batch's windows before its ledger transaction: they
+    show at once, the counters wait for the ledger, and a replay of either transaction
+    leaves the store as one delivery does."""
+    store, once = ServingStore(tmp_path / "s.db"), ServingStore(tmp_path / "once.db")
+    for s in (store, once):
+        assert s.commit_ingest_batch("ingest", batch(0)) is True
+    early = batch(1, requests=5)
+    assert store.commit_ingest_views("ingest", early) is True and early.views_committed
+    assert store.query("SELECT requests FROM traffic_per_minute")[0]["requests"] == 5
+    assert store.max_event_time_ms() == 1000
+    assert store.counters()["events"] == 3 and not store.is_committed("ingest", 1)
+    # a crash, then the replay writes the same windows again, then the ledger's transaction
+    replay = batch(1, requests=5)
+    assert store.commit_ingest_views("ingest", replay) is True
+    assert store.commit_ingest_batch("ingest", replay) is True
+    assert once.commit_ingest_batch("ingest", batch(1, requests=5)) is True
+    assert store.counters() == once.counters() and store.counters()["events"] == 8
+    for table in ("traffic_per_minute", "trending_pages", "unique_visitors", "top_clients"):
+        assert store.query(f"SELECT * FROM {table}") == once.query(f"SELECT * FROM {table}")
+    # a batch the ledger holds writes nothing, ahead or not
+    stale = batch(1, requests=99)
+    assert store.commit_ingest_views("ingest", stale) is False and not stale.views_committed
+    assert store.commit_ingest_batch("ingest", stale) is False
+    assert store.query("SELECT requests FROM traffic_per_minute")[0]["requests"] == 5
+
+
 def test_a_failed_transaction_leaves_no_trace(tmp_path):
     store = ServingStore(tmp_path / "s.db")
     broken = batch(0)

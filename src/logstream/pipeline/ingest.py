@@ -14,26 +14,31 @@ with batch DataFrames, for micro-batch ``N``:
    rule (Spark guide, "Handling Late Data and Watermarking"; book Ch. 12), deterministic, so
    a replay recomputes the same value.
 4. **Split** the parsed rows: an event at or before the watermark is a *late event*, the other
-   events are *on time*, an unparseable line is *quarantined*. Lateness is decided here,
-   before any aggregation: nothing is dropped silently.
-5. **Publish** on-time events to ``events/``, late events (with the watermark they missed) to
-   ``late_events/`` and quarantined lines (and corrupt input files) to ``quarantine/``.
-6. **Aggregate once.** One aggregation folds the batch's on-time events into the open panes
+   events are *on time*, an unparseable line is *quarantined*.
+5. **Aggregate once.** One aggregation folds the batch's on-time events into the open panes
    of snapshot ``N − 1``, every view at once (:func:`~logstream.analytics.panes.fold_panes`:
-   sums with one shuffle, and a small HLL aggregation for the visitors). Panes
-   the new watermark (newest event time after this batch minus the delay) has passed are
-   final: they are published, each once — ``traffic_per_minute/``, ``unique_visitors/``,
+   sums with one shuffle, and a small HLL aggregation for the visitors).
+6. **Serve the windows.** The panes and windows this batch changed, with their merged values,
+   and the newest event time go to the serving store at once, in a transaction of their own
+   (:meth:`logstream.serving.ServingStore.commit_ingest_views`): every one of those writes
+   replaces a value, so a replay writes the same again, and the dashboard shows a line's
+   window before the rest of its micro-batch is done.
+7. **Publish** on-time events to ``events/``, late events (with the watermark they missed) to
+   ``late_events/`` and quarantined lines (and corrupt input files) to ``quarantine/``.
+   Panes the new watermark (newest event time after this batch minus the delay) has passed
+   are final: they are published, each once — ``traffic_per_minute/``, ``unique_visitors/``,
    ``trending_pages/`` (5-minute windows summed from 1-minute panes), ``top_clients/``,
    ``traffic_by_section/``, ``traffic_by_agent/``, ``traffic_by_network/`` (panes keyed by
    the columns the reference tables add: broadcast joins before the aggregation) — and
    the final per-minute series feed the anomaly detector (``alerts/``); with a bot model the
    final client windows are scored (``bot_scores/``, :mod:`logstream.ml.bots`). Visitor
    sessions merge the batch's per-client, per-minute summaries with the open sessions
-   (``sessions/``).
-7. **Serve.** The panes this batch changed, with their merged values, and the batch's counters,
-   examples, closed sessions and alerts go to the serving store in one transaction with the
-   batch id in its ledger (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
-8. **Snapshot.** The open panes, open sessions and detector state are written as snapshot
+   (``sessions/``). Lateness was decided in step 4, before any aggregation: nothing is
+   dropped silently.
+8. **Commit.** The batch's counters, examples, closed sessions and alerts go to the serving
+   store in one transaction with the batch id in its ledger
+   (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
+9. **Snapshot.** The open panes, open sessions and detector state are written as snapshot
    ``N``, the batch's last write.
 
 Counts: ``on-time + late + quarantined = lines read`` for every micro-batch.
@@ -254,6 +259,18 @@ class IngestTotals:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
+@dataclass(frozen=True)
+class _Folded:
+    """The panes of a micro-batch (:func:`~logstream.analytics.panes.fold_panes`, persisted),
+    its trending windows, and which of them became final."""
+
+    merged: DataFrame
+    windows: DataFrame | None  # the sliding trending windows (persisted), when computed
+    finals: DataFrame  # the panes the new watermark made final
+    newly_final: Column  # the condition of ``finals``, for the windows
+    moved: bool  # the watermark moved: some windows may have become final
+
+
 class IngestStage:
     """The ``foreachBatch`` function of the ``ingest`` query (see the module docstring).
 
@@ -323,7 +340,8 @@ class IngestStage:
         #: ``bench/profile_pipeline.py``).
         self.timings: dict[str, float] = {}
         #: Called with a step name and the batch id between the writes of a micro-batch
-        #: (``published_events``, ``published_late_events``, ``published_quarantine``,
+        #: (``committed_views``, ``published_events``, ``published_late_events``,
+        #: ``published_quarantine``,
         #: ``published_windows``, ``before_commit``, ``before_snapshot``) and after it
         #: (``snapshot_written``): tests stop or kill the pipeline there, benchmarks read the
         #: state's size.
@@ -451,6 +469,12 @@ class IngestStage:
         meta = SnapshotMeta(batch_id, newest, prev.final_until_ms, list(s.outputs), since)
 
         on_time = parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS)
+        self.since = since
+        folded = self._fold(on_time, write, prev, next_watermark, cached)
+        if write.events:  # the windows this batch changed, to the store before the rest
+            with self._timed("store"):
+                self.store.commit_ingest_views(INGEST_QUERY, write)
+            self._step("committed_views", batch_id)
         with self._timed("events"):
             if write.events:
                 self.publish(on_time, self.output_dir / "events", batch_id, files=None)
@@ -460,8 +484,7 @@ class IngestStage:
             if write.quarantined or corrupt:
                 self._publish_quarantine(parsed.where(~is_event), corrupt, write)
 
-        self.since = since
-        state_parts = self._analytics(on_time, write, prev, next_watermark, cached)
+        state_parts = self._analytics(folded, on_time, write, prev, next_watermark, cached)
         if next_watermark is not None:
             final_until = max(prev.final_until_ms or 0, next_watermark)
             meta = SnapshotMeta(batch_id, newest, final_until, list(s.outputs), since)
@@ -510,54 +533,78 @@ class IngestStage:
 
     # -- the analytics: panes, windows, sessions, alerts ---------------------------------------
 
-    def _analytics(
+    def _fold(
         self,
         on_time: DataFrame,
         write: IngestBatchWrite,
         prev: SnapshotMeta,
         next_watermark: int | None,
         cached: list[DataFrame],
-    ) -> dict[str, DataFrame | None]:
-        """Merge the batch into the state; publish what became final; fill ``write``'s live
-        views. Returns the state parts of the new snapshot."""
+    ) -> _Folded | None:
+        """Fold the batch's on-time events into the open panes, and fill ``write``'s live
+        views with the panes and windows it changed. None without views or events so far."""
         s = self.settings
         spec = s.pane_spec()
-        parts: dict[str, DataFrame | None] = {}
         if next_watermark is None:  # no event yet: nothing to aggregate
-            return parts
-        final_until = prev.final_until_ms
-        # windows ending in (final_until, next_watermark] became final in this micro-batch
-        moved = final_until is None or next_watermark > final_until
-        newly_final = (F.col("end_ms") <= F.lit(next_watermark)) & (
-            F.lit(True) if final_until is None else F.col("end_ms") > F.lit(final_until)
-        )
+            return None
         horizon_ms = next_watermark + s.watermark_ms - s.retention_ms
         write.prune_trending_before = _iso_ms(horizon_ms)
         write.final_before = _iso_ms(next_watermark)
+        if not spec.views:
+            return None
+        final_until = prev.final_until_ms
+        # windows ending in (final_until, next_watermark] became final in this micro-batch
+        newly_final = (F.col("end_ms") <= F.lit(next_watermark)) & (
+            F.lit(True) if final_until is None else F.col("end_ms") > F.lit(final_until)
+        )
+        # a view turned off leaves the state (fold_panes keeps the views of the spec)
+        open_panes = self.state.read(prev, "panes")
+        events = on_time if write.events else None
+        if events is not None and any(v in DIMENSION_VIEWS for v in spec.views):
+            events = self._enriched(events, write)
+        merged = fold_panes(open_panes, events, spec).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(merged)
+        windows = None
+        if "trending_pages" in s.outputs:
+            windows = sliding_windows(merged, "pages", s.trending_ms, s.trending_slide_ms)
+            windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(windows)
+        if events is not None:
+            with self._timed("live_views"):
+                self._live_views(merged, windows, write, horizon_ms)
+        return _Folded(
+            merged,
+            windows,
+            merged.where(newly_final),
+            newly_final,
+            final_until is None or next_watermark > final_until,
+        )
 
-        if spec.views:
-            # a view turned off leaves the state (fold_panes keeps the views of the spec)
-            open_panes = self.state.read(prev, "panes")
-            events = on_time if write.events else None
-            if events is not None and any(v in DIMENSION_VIEWS for v in spec.views):
-                events = self._enriched(events, write)
-            merged = fold_panes(open_panes, events, spec).persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(merged)
-            windows = None
-            if "trending_pages" in s.outputs:
-                windows = sliding_windows(merged, "pages", s.trending_ms, s.trending_slide_ms)
-                windows = windows.persist(StorageLevel.MEMORY_AND_DISK)
-                cached.append(windows)
-            finals = merged.where(newly_final)
+    def _analytics(
+        self,
+        folded: _Folded | None,
+        on_time: DataFrame,
+        write: IngestBatchWrite,
+        prev: SnapshotMeta,
+        next_watermark: int | None,
+        cached: list[DataFrame],
+    ) -> dict[str, DataFrame | None]:
+        """Publish the windows that became final, score them, merge the sessions. Returns
+        the state parts of the new snapshot."""
+        s = self.settings
+        parts: dict[str, DataFrame | None] = {}
+        if next_watermark is None:  # no event yet: nothing to aggregate
+            return parts
+        if folded is not None:
+            merged, finals, moved = folded.merged, folded.finals, folded.moved
             if moved:
                 with self._timed("windows"):
-                    self._publish_windows(finals, windows, newly_final, write.batch_id)
+                    self._publish_windows(
+                        finals, folded.windows, folded.newly_final, write.batch_id
+                    )
                 if self.bot_model is not None and "bot_scores" in s.outputs:
                     with self._timed("bot_scores"):
                         self._bot_scores(finals, write)
-            if events is not None:
-                with self._timed("live_views"):
-                    self._live_views(merged, windows, write, horizon_ms)
             keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
             parts["panes"] = merged.where(
                 (F.col("end_ms") > F.lit(next_watermark))

@@ -17,7 +17,11 @@ and keeps the latest examples, closed sessions and alerts, merges the session st
 and (4) records the new maximum event time. A micro-batch that Spark replays after a crash
 either finds its id in the ledger and changes nothing, or finds the previous attempt rolled
 back and applies it once. This is the idempotent-writer pattern of ``foreachBatch`` (Spark
-docs, "Using foreachBatch"; book Ch. 11).
+docs, "Using foreachBatch"; book Ch. 11). Steps (2) and (4), idempotent by themselves, run
+ahead in a transaction of their own as soon as the batch's panes are merged
+(:meth:`ServingStore.commit_ingest_views`), so the dashboard shows a window while its
+micro-batch still publishes outputs and merges sessions; the counters, and everything that
+adds up, wait for the ledger.
 
 All times are UTC instants written as ISO 8601 text (``1995-07-09T04:00:00Z``), which sorts
 in time order. The SQLite file is in WAL mode so the dashboard reads while the pipeline writes;
@@ -238,6 +242,9 @@ class IngestBatchWrite:
     reference_versions: dict[str, str] | None = None  #: {table kind: SHA-256} of the batch
     prune_trending_before: str | None = None  # drop trending and client windows ending ≤
     final_before: str | None = None  # windows ending at or before are final
+    #: the windows (and the newest event time) were written by
+    #: :meth:`ServingStore.commit_ingest_views`, ahead of the rest of the micro-batch
+    views_committed: bool = False
 
 
 class ServingStore:
@@ -368,8 +375,93 @@ class ServingStore:
         value = self.get_state("max_event_time_ms")
         return None if value is None else int(value)
 
+    def commit_ingest_views(self, query: str, write: IngestBatchWrite) -> bool:
+        """Apply the windows of one ingest micro-batch ahead of the rest of it.
+
+        The merged value of every window the batch changed (traffic, visitors, trending pages,
+        clients, the reference-data views), the retention's pruning, the reference versions
+        and the newest event time, in one transaction, before the micro-batch publishes its
+        outputs and merges sessions and alerts: the dashboard shows a line's window a few
+        seconds sooner. Every one of these writes replaces a value (or raises a maximum), so
+        it is idempotent by itself: a micro-batch replayed after a crash writes the same
+        values again. :meth:`commit_ingest_batch` then skips them (``write.views_committed``).
+
+        Returns
+        -------
+        bool
+            True when applied, False when the ledger already held the batch id (a replay of
+            a committed micro-batch: nothing is written).
+        """
+        with self.transaction() as conn:
+            done = conn.execute(
+                "SELECT 1 FROM ledger WHERE query = ? AND batch_id = ?", (query, write.batch_id)
+            ).fetchall()
+            if done:
+                return False
+            self._apply_views(conn, write)
+        write.views_committed = True
+        return True
+
+    def _apply_views(self, conn: Any, write: IngestBatchWrite) -> None:
+        cols = ", ".join(_TRAFFIC_COLS)
+        sets = ", ".join(f"{c} = excluded.{c}" for c in _TRAFFIC_COLS[1:])
+        conn.executemany(
+            f"INSERT INTO traffic_per_minute({cols}) VALUES ({', '.join('?' * 10)}) "
+            f"ON CONFLICT(window_start) DO UPDATE SET {sets}",
+            write.traffic,
+        )
+        dims = ", ".join(("dimension", "key", *_TRAFFIC_COLS))
+        conn.executemany(
+            f"INSERT INTO traffic_by_dimension({dims}) VALUES ({', '.join('?' * 12)}) "
+            f"ON CONFLICT(dimension, window_start, key) DO UPDATE SET {sets}",
+            write.dimensions,
+        )
+        if write.prune_trending_before is not None:
+            for table in ("trending_pages", "top_clients"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE window_end <= ?",
+                    (write.prune_trending_before,),
+                )
+            conn.execute(  # one row per key and minute: kept for the retention only
+                "DELETE FROM traffic_by_dimension WHERE window_end <= ?",
+                (write.prune_trending_before,),
+            )
+        if write.reference_versions is not None:
+            conn.execute(
+                "INSERT INTO pipeline_state(key, value) VALUES ('reference_versions', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (json.dumps(write.reference_versions),),
+            )
+        conn.executemany(
+            "INSERT INTO top_clients(window_start, window_end, client_host, requests, "
+            "bytes) VALUES (?, ?, ?, ?, ?) ON CONFLICT(window_start, client_host) "
+            "DO UPDATE SET requests = excluded.requests, bytes = excluded.bytes",
+            write.clients,
+        )
+        conn.executemany(
+            "INSERT INTO trending_pages(window_start, window_end, url_path, requests) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT(window_start, window_end, url_path) "
+            "DO UPDATE SET requests = excluded.requests",
+            write.pages,
+        )
+        conn.executemany(
+            "INSERT INTO unique_visitors(window_start, window_end, visitors, sketch) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT(window_start) DO UPDATE SET "
+            "visitors = excluded.visitors, sketch = excluded.sketch",
+            write.visitors,
+        )
+        if write.max_event_time_ms is not None:
+            conn.execute(
+                "INSERT INTO pipeline_state(key, value) VALUES ('max_event_time_ms', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST("
+                f"{self.dialect.greatest}(CAST(pipeline_state.value AS BIGINT), "
+                "CAST(excluded.value AS BIGINT)) AS TEXT)",
+                (str(write.max_event_time_ms),),
+            )
+
     def commit_ingest_batch(self, query: str, write: IngestBatchWrite) -> bool:
-        """Apply one ingest micro-batch exactly once (see the module docstring for the steps).
+        """Apply one ingest micro-batch exactly once (see the module docstring for the steps);
+        the windows too unless :meth:`commit_ingest_views` wrote them.
 
         Returns
         -------
@@ -378,53 +470,8 @@ class ServingStore:
         """
 
         def apply(conn: Any) -> None:
-            cols = ", ".join(_TRAFFIC_COLS)
-            sets = ", ".join(f"{c} = excluded.{c}" for c in _TRAFFIC_COLS[1:])
-            conn.executemany(
-                f"INSERT INTO traffic_per_minute({cols}) VALUES ({', '.join('?' * 10)}) "
-                f"ON CONFLICT(window_start) DO UPDATE SET {sets}",
-                write.traffic,
-            )
-            dims = ", ".join(("dimension", "key", *_TRAFFIC_COLS))
-            conn.executemany(
-                f"INSERT INTO traffic_by_dimension({dims}) VALUES ({', '.join('?' * 12)}) "
-                f"ON CONFLICT(dimension, window_start, key) DO UPDATE SET {sets}",
-                write.dimensions,
-            )
-            if write.prune_trending_before is not None:
-                for table in ("trending_pages", "top_clients"):
-                    conn.execute(
-                        f"DELETE FROM {table} WHERE window_end <= ?",
-                        (write.prune_trending_before,),
-                    )
-                conn.execute(  # one row per key and minute: kept for the retention only
-                    "DELETE FROM traffic_by_dimension WHERE window_end <= ?",
-                    (write.prune_trending_before,),
-                )
-            if write.reference_versions is not None:
-                conn.execute(
-                    "INSERT INTO pipeline_state(key, value) VALUES ('reference_versions', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                    (json.dumps(write.reference_versions),),
-                )
-            conn.executemany(
-                "INSERT INTO top_clients(window_start, window_end, client_host, requests, "
-                "bytes) VALUES (?, ?, ?, ?, ?) ON CONFLICT(window_start, client_host) "
-                "DO UPDATE SET requests = excluded.requests, bytes = excluded.bytes",
-                write.clients,
-            )
-            conn.executemany(
-                "INSERT INTO trending_pages(window_start, window_end, url_path, requests) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT(window_start, window_end, url_path) "
-                "DO UPDATE SET requests = excluded.requests",
-                write.pages,
-            )
-            conn.executemany(
-                "INSERT INTO unique_visitors(window_start, window_end, visitors, sketch) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT(window_start) DO UPDATE SET "
-                "visitors = excluded.visitors, sketch = excluded.sketch",
-                write.visitors,
-            )
+            if not write.views_committed:
+                self._apply_views(conn, write)
             conn.executemany(
                 "INSERT INTO counters(name, value) VALUES (?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET value = counters.value + excluded.value",
@@ -480,14 +527,6 @@ class ServingStore:
                 "requests = excluded.requests",
                 write.bot_windows,
             )
-            if write.max_event_time_ms is not None:
-                conn.execute(
-                    "INSERT INTO pipeline_state(key, value) VALUES ('max_event_time_ms', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = CAST("
-                    f"{self.dialect.greatest}(CAST(pipeline_state.value AS BIGINT), "
-                    "CAST(excluded.value AS BIGINT)) AS TEXT)",
-                    (str(write.max_event_time_ms),),
-                )
 
         return self.commit_batch(
             query, write.batch_id, write.events, apply, write.late_events, write.quarantined
