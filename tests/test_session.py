@@ -2,7 +2,7 @@
 
 from pyspark.sql import functions as F
 
-from logstream.session import CODEGEN_CACHE_ENTRIES
+from logstream.session import CODEGEN_CACHE_ENTRIES, OBJECT_AGG_KEYS
 
 
 def _compiled(spark) -> int:
@@ -27,3 +27,23 @@ def test_generated_classes_outlive_a_micro_batch(spark):
     again = _compiled(spark)
     assert [r.x for r in query(0).collect()] == first == [0, 7, 14]
     assert _compiled(spark) == again  # the first class came back from the cache
+
+
+def test_object_aggregates_hold_a_backfills_minute_sketches_before_sorting(spark):
+    """The visitors' HLL sketches of a 31-day micro-batch are about 11,000 minutes a task:
+    more than Spark's default of 128 object-aggregate keys before sorting, fewer than
+    logstream's threshold. The sketches count every host once however often it is added."""
+    assert int(spark.conf.get("spark.sql.objectHashAggregate.sortBased.fallbackThreshold")) == (
+        OBJECT_AGG_KEYS
+    )
+    minutes = 12_000
+    rows = spark.range(0, 3 * minutes, numPartitions=1).select(
+        (F.col("id") % minutes).alias("minute"),
+        (F.floor(F.col("id") / minutes) % 2).cast("string").alias("host"),
+    )
+    estimates = rows.groupBy("minute").agg(F.hll_sketch_estimate(F.hll_sketch_agg("host")))
+    assert OBJECT_AGG_KEYS > minutes
+    assert estimates.agg(F.min(estimates.columns[1]), F.max(estimates.columns[1])).first() == (
+        2,
+        2,
+    )
