@@ -296,18 +296,11 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
     # higher-order function) has no generated code, and Spark then evaluates the whole
     # projection row by row in interpreted mode (fold_panes on the 31-day input, warm: 4.6 s
     # with it, see bench/profile_pipeline.py)
-    # the measures of an event are the same in every view: computed once, before the explode
-    classes = [f"status_{c}" for c in STATUS_CLASSES]
     return (
         events.select(
             F.explode(F.array(*rows)).alias("p"),
-            F.coalesce(F.col("bytes_sent"), zero).alias("bytes"),
-            *(
-                flag(F.floor(status / 100) == int(c[0])).alias(name)
-                for c, name in zip(STATUS_CLASSES, classes, strict=True)
-            ),
-            flag(status >= ERROR_STATUS_MIN).alias("errors"),
-            flag(status >= SERVER_ERROR_STATUS_MIN).alias("server_errors"),
+            "status",
+            "bytes_sent",
             (t_ms if detail else no_time).alias("t_ms"),
             (flag(is_static_asset()) if detail else zero).alias("static_requests"),
             (flag(F.col("url_path") == ROBOTS_TXT) if detail else zero).alias("robots_requests"),
@@ -316,10 +309,13 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
         .select(
             *(F.col(f"p.{k}").alias(k) for k in _KEYS),
             one.alias("requests"),
-            "bytes",
-            *classes,
-            "errors",
-            "server_errors",
+            F.coalesce(F.col("bytes_sent"), zero).alias("bytes"),
+            *(
+                flag(F.floor(status / 100) == int(c[0])).alias(f"status_{c}")
+                for c in STATUS_CLASSES
+            ),
+            flag(status >= ERROR_STATUS_MIN).alias("errors"),
+            flag(status >= SERVER_ERROR_STATUS_MIN).alias("server_errors"),
             "static_requests",
             "robots_requests",
             F.col("t_ms").alias("first_ms"),
