@@ -29,10 +29,11 @@ def test_generated_classes_outlive_a_micro_batch(spark):
     assert _compiled(spark) == again  # the first class came back from the cache
 
 
-def test_object_aggregates_hold_a_backfills_minute_sketches_before_sorting(spark):
+def test_object_aggregates_keep_a_backfills_minutes_before_sorting(spark):
     """The visitors' HLL sketches of a 31-day micro-batch are about 11,000 minutes a task:
-    more than Spark's default of 128 object-aggregate keys before sorting, fewer than
-    logstream's threshold. The sketches count every host once however often it is added."""
+    more than Spark's default of 128 object-aggregate keys before it sorts, fewer than
+    logstream's threshold (the setting is what this checks: the estimates below are the same
+    either way). A sketch counts a host once however often it is added."""
     assert int(spark.conf.get("spark.sql.objectHashAggregate.sortBased.fallbackThreshold")) == (
         OBJECT_AGG_KEYS
     )

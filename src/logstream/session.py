@@ -53,8 +53,8 @@ CODEGEN_CACHE_ENTRIES = 1000
 #: Keys an object aggregate (HLL and KLL sketches) holds a task before it falls back to
 #: sorting (``spark.sql.objectHashAggregate.sortBased.fallbackThreshold``; Spark's default is
 #: 128). A micro-batch of a backfill sketches a minute of visitors per key, about 11,000 keys a
-#: task on 31 days; an HLL sketch (lgConfigK 12) is at most a few kilobytes, so 16,384 keys
-#: stay within tens of megabytes a task.
+#: task on 31 days; an HLL sketch (lgConfigK 12) is at most about 4 KiB, so 16,384 keys hold
+#: at most about 70 MB a task (the hash map is outside Spark's memory accounting).
 OBJECT_AGG_KEYS = 16_384
 
 #: Spark's log level: errors only (logstream prints its own progress and summaries).
@@ -104,7 +104,7 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         # (bench/profile_microbatch.py, 2 cores)
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         # the visitors' sketches per minute (logstream.analytics.panes.fold_panes) in a hash
-        # map, not sorted: 31-day backfill, its stages 6.0 → 4.7 executor-s
+        # map, not sorted: 31-day backfill, their stages 6.0 → 4.7 executor-s (one run each)
         "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_AGG_KEYS),
         # a truncated .gz keeps the lines read before the error instead of failing the job;
         # logstream finds such files itself and quarantines them (logstream.sources.integrity)

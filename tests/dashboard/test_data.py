@@ -12,7 +12,7 @@ import pytest
 from logstream.dashboard.app import _OUTPUTS, refresh_outputs
 from logstream.dashboard.data import Filters, read_snapshot, store_path_from_url
 from logstream.errors import ConfigError
-from logstream.serving import ServingStore
+from logstream.serving import IngestBatchWrite, ServingStore
 from tests.dashboard.helpers import (
     T0,
     commit,
@@ -68,6 +68,25 @@ def test_only_quarantined_lines_so_far(tmp_path):
     assert snap.state == "ok" and "quarantined" in snap.message
     assert snap.counters["quarantined"] == 4 and snap.quarantine_examples[0]["raw_line"] == "junk"
     refresh_outputs(tmp_path / "s.db", None, None, None)  # renders without data
+
+
+def test_windows_served_ahead_of_the_ledger_are_shown(tmp_path):
+    """A micro-batch's windows reach the store before its ledger row and counters
+    (ServingStore.commit_ingest_views): the dashboard shows them, even the first's."""
+    store = new_store(tmp_path / "s.db")
+    waiting = read_snapshot(tmp_path / "s.db")
+    assert waiting.state == "waiting"
+    ahead = IngestBatchWrite(batch_id=0, events=5, traffic=[traffic_row(0, 5)])
+    ahead.max_event_time_ms = int(T0.timestamp() * 1000) + 59_000
+    assert store.commit_ingest_views("ingest", ahead)
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    assert snap.state == "ok" and snap.version != waiting.version
+    assert snap.traffic.total_requests == 5 and snap.counters["events"] == 0
+    again = IngestBatchWrite(batch_id=1, events=3, traffic=[traffic_row(0, 8)])
+    again.max_event_time_ms = ahead.max_event_time_ms
+    assert store.commit_ingest_views("ingest", again)  # same newest event, a new batch
+    later = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    assert later.version != snap.version and later.traffic.total_requests == 8
 
 
 # -- numbers -----------------------------------------------------------------------------------

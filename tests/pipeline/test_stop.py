@@ -166,20 +166,23 @@ def test_the_gate_refuses_new_batches_once_closed_and_waits_for_running_ones():
 def test_a_micro_batch_serves_its_windows_before_its_ledger_commit(spark, chunks, tmp_path):
     """The windows a micro-batch changed reach the store as soon as its panes are merged (the
     dashboard shows them while it publishes outputs and merges sessions); what adds up — the
-    counters, the ledger — waits for the micro-batch's commit."""
-    cfg = config(tmp_path, chunks, queries="traffic_per_minute,sessions", dedup=False)
+    counters, the ledger, the examples of late and bad lines — waits for its commit."""
+    cfg = config(tmp_path, chunks, queries="traffic_per_minute", dedup=False)
     pipeline = Pipeline(spark, cfg)
     seen: dict[str, object] = {}
 
     def hook(name: str, batch_id: int) -> None:
-        if name == "committed_views" and batch_id == 0:
-            store = ServingStore(tmp_path / "store.db")
+        if name == "committed_views" and batch_id == 1:  # the batch with a late and a bad line
+            store = ServingStore(tmp_path / "store.db", read_only=True)
             rows = store.query("SELECT requests FROM traffic_per_minute")
             seen.update(
                 requests=sum(r["requests"] for r in rows),
-                committed=store.is_committed("ingest", 0),
-                events=store.counters()["events"],
-                sessions=store.query("SELECT COUNT(*) AS n FROM sessions")[0]["n"],
+                ledger=sorted(r["batch_id"] for r in store.query("SELECT batch_id FROM ledger")),
+                counters={k: store.counters()[k] for k in ("events", "late_events", "quarantined")},
+                examples=[
+                    store.query(f"SELECT COUNT(*) AS n FROM {t}")[0]["n"]
+                    for t in ("late_examples", "quarantine_examples")
+                ],
             )
 
     pipeline.ingest.step_hook = hook
@@ -187,9 +190,14 @@ def test_a_micro_batch_serves_its_windows_before_its_ledger_commit(spark, chunks
         pipeline.run()
     finally:
         pipeline.stop()
-    # micro-batch 0 is the first file: every line on time, none final yet, none counted
-    assert seen == {"requests": PER_FILE, "committed": False, "events": 0, "sessions": 0}
+    assert seen == {
+        "requests": 2 * PER_FILE,  # micro-batches 0 and 1, on time
+        "ledger": [0],
+        "counters": {"events": PER_FILE, "late_events": 0, "quarantined": 0},
+        "examples": [0, 0],
+    }
     store = assert_outputs_agree_with_the_store(spark, tmp_path)
     assert store.counters()["events"] == 3 * PER_FILE  # and one late, one bad line
     rows = store.query("SELECT requests FROM traffic_per_minute")
     assert sum(r["requests"] for r in rows) == 3 * PER_FILE
+    assert store.query("SELECT COUNT(*) AS n FROM late_examples")[0]["n"] == 1

@@ -184,6 +184,10 @@ def test_a_replayed_micro_batch_changes_nothing(postgres_url):
         assert store.query("SELECT requests FROM traffic_per_minute")[0]["requests"] == 7
         assert store.commit_ingest_batch("ingest", ahead) is True
         assert store.counters()["events"] == 15
+        # an older batch's windows after a newer one's (a zombie driver): nothing written
+        assert store.commit_ingest_views("ingest", batch(4, requests=11)) is True
+        assert store.commit_ingest_views("ingest", batch(3, requests=2)) is False
+        assert store.query("SELECT requests FROM traffic_per_minute")[0]["requests"] == 11
     finally:
         store.close()
 

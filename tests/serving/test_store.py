@@ -84,6 +84,12 @@ def test_windows_written_ahead_of_the_ledger_are_idempotent(tmp_path):
     assert store.commit_ingest_views("ingest", stale) is False and not stale.views_committed
     assert store.commit_ingest_batch("ingest", stale) is False
     assert store.query("SELECT requests FROM traffic_per_minute")[0]["requests"] == 5
+    # nor does an older batch after a newer one's windows (a zombie driver behind its
+    # replacement, before the ledger holds its batch)
+    assert store.commit_ingest_views("ingest", batch(3, requests=7)) is True
+    assert store.commit_ingest_views("ingest", batch(2, requests=6)) is False
+    assert store.query("SELECT requests FROM traffic_per_minute")[0]["requests"] == 7
+    assert store.get_state("views_batch") == "3"
 
 
 def test_a_failed_transaction_leaves_no_trace(tmp_path):

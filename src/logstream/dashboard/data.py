@@ -711,13 +711,17 @@ def _read(
     progress_seq = _section(
         notes, "progress", lambda: conn.execute("SELECT MAX(seq) FROM progress").fetchone()[0], None
     )
+    # the windows of a micro-batch reach the store ahead of its ledger row and counters
+    # (ServingStore.commit_ingest_views), which records the batch id: new data
+    views_batch = state.get("views_batch")
     version = (
         None if last is None else last[0],
         None if last is None else last[3],
         progress_seq,
         tuple(sorted(counters.items())),
+        views_batch,
     )
-    if last is None and not any(counters.values()):
+    if last is None and not any(counters.values()) and views_batch is None:
         return Snapshot(
             state="waiting",
             message="Waiting for data… the pipeline has created the store but has not "

@@ -18,11 +18,13 @@ with batch DataFrames, for micro-batch ``N``:
 5. **Aggregate once.** One aggregation folds the batch's on-time events into the open panes
    of snapshot ``N − 1``, every view at once (:func:`~logstream.analytics.panes.fold_panes`:
    sums with one shuffle, and a small HLL aggregation for the visitors).
-6. **Serve the windows.** The panes and windows this batch changed, with their merged values,
-   and the newest event time go to the serving store at once, in a transaction of their own
-   (:meth:`logstream.serving.ServingStore.commit_ingest_views`): every one of those writes
-   replaces a value, so a replay writes the same again, and the dashboard shows a line's
-   window before the rest of its micro-batch is done.
+6. **Serve the windows.** When the batch has on-time events and the outputs have pane views,
+   the panes and windows it changed, with their merged values, the pruning of windows past
+   the retention, the reference versions and the newest event time go to the serving store
+   at once, in a transaction of their own
+   (:meth:`logstream.serving.ServingStore.commit_ingest_views`): each of those writes is
+   idempotent by itself, so a replay writes the same again, and the dashboard shows a line's
+   window before the rest of its micro-batch is done. (Otherwise step 8 writes them.)
 7. **Publish** on-time events to ``events/``, late events (with the watermark they missed) to
    ``late_events/`` and quarantined lines (and corrupt input files) to ``quarantine/``.
    Panes the new watermark (newest event time after this batch minus the delay) has passed
@@ -35,8 +37,9 @@ with batch DataFrames, for micro-batch ``N``:
    sessions merge the batch's per-client, per-minute summaries with the open sessions
    (``sessions/``). Lateness was decided in step 4, before any aggregation: nothing is
    dropped silently.
-8. **Commit.** The batch's counters, examples, closed sessions and alerts go to the serving
-   store in one transaction with the batch id in its ledger
+8. **Commit.** The batch's counters, examples, closed sessions and their statistics, alerts
+   and bot scores (and its windows, unless step 6 wrote them) go to the serving store in one
+   transaction with the batch id in its ledger
    (:meth:`logstream.serving.ServingStore.commit_ingest_batch`).
 9. **Snapshot.** The open panes, open sessions and detector state are written as snapshot
    ``N``, the batch's last write.
@@ -471,7 +474,7 @@ class IngestStage:
         on_time = parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS)
         self.since = since
         folded = self._fold(on_time, write, prev, next_watermark, cached)
-        if write.events:  # the windows this batch changed, to the store before the rest
+        if write.events and folded is not None:  # its windows, to the store before the rest
             with self._timed("store"):
                 self.store.commit_ingest_views(INGEST_QUERY, write)
             self._step("committed_views", batch_id)

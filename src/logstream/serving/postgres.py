@@ -18,7 +18,9 @@ Exactly-once across writers: the ledger's primary key ``(query, batch_id)`` is c
 in each transaction (``INSERT … ON CONFLICT DO NOTHING RETURNING``, READ COMMITTED); a second
 writer of the same batch waits on that key and claims nothing once the first commits.
 Readers (the dashboard) run each refresh in one ``REPEATABLE READ READ ONLY`` transaction:
-every number of a refresh comes from the same committed micro-batch.
+they never see half a transaction (the windows of a micro-batch, written ahead by
+:meth:`~logstream.serving.ServingStore.commit_ingest_views`, can be one micro-batch ahead of
+the counters).
 
 URL: ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?PARAM=VALUE…]`` (``postgres://`` is
 accepted too). libpq parameters pass through (``sslmode``, ``connect_timeout`` …);

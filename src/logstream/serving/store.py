@@ -18,14 +18,15 @@ and (4) records the new maximum event time. A micro-batch that Spark replays aft
 either finds its id in the ledger and changes nothing, or finds the previous attempt rolled
 back and applies it once. This is the idempotent-writer pattern of ``foreachBatch`` (Spark
 docs, "Using foreachBatch"; book Ch. 11). Steps (2) and (4), idempotent by themselves, run
-ahead in a transaction of their own as soon as the batch's panes are merged
-(:meth:`ServingStore.commit_ingest_views`), so the dashboard shows a window while its
-micro-batch still publishes outputs and merges sessions; the counters, and everything that
-adds up, wait for the ledger.
+ahead in a transaction of their own as soon as a batch with on-time events has merged its
+panes (:meth:`ServingStore.commit_ingest_views`, guarded by ``pipeline_state.views_batch``
+against an older batch's writer), so the dashboard shows a window while its micro-batch still
+publishes outputs and merges sessions; the counters, and everything that adds up, wait for
+the ledger.
 
 All times are UTC instants written as ISO 8601 text (``1995-07-09T04:00:00Z``), which sorts
 in time order. The SQLite file is in WAL mode so the dashboard reads while the pipeline writes;
-PostgreSQL readers see the last committed micro-batch (MVCC).
+PostgreSQL readers see the last committed transaction (MVCC).
 
 Tables
 ------
@@ -371,7 +372,8 @@ class ServingStore:
             )
 
     def max_event_time_ms(self) -> int | None:
-        """Largest event time of every committed ingest micro-batch, epoch milliseconds."""
+        """Largest event time of every ingest micro-batch whose windows are written (ahead of
+        its ledger row: :meth:`commit_ingest_views`), epoch milliseconds."""
         value = self.get_state("max_event_time_ms")
         return None if value is None else int(value)
 
@@ -393,6 +395,11 @@ class ServingStore:
             a committed micro-batch: nothing is written).
         """
         with self.transaction() as conn:
+            # first a lock on the newest batch whose windows were written: a writer of an
+            # older batch (a zombie driver behind its replacement) writes nothing, and the
+            # ledger read after it sees what its replacement committed
+            if not self._claim_views(conn, write.batch_id):
+                return False
             done = conn.execute(
                 "SELECT 1 FROM ledger WHERE query = ? AND batch_id = ?", (query, write.batch_id)
             ).fetchall()
@@ -401,6 +408,22 @@ class ServingStore:
             self._apply_views(conn, write)
         write.views_committed = True
         return True
+
+    @staticmethod
+    def _claim_views(conn: Any, batch_id: int) -> bool:
+        """Record ``batch_id`` as the newest batch whose windows are written
+        (``pipeline_state.views_batch``), unless a newer one is; True when recorded. The
+        upsert locks the row until the transaction ends (PostgreSQL; SQLite's writers are
+        serial)."""
+        return bool(
+            conn.execute(
+                "INSERT INTO pipeline_state(key, value) VALUES ('views_batch', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value "
+                "WHERE CAST(pipeline_state.value AS BIGINT) <= CAST(excluded.value AS BIGINT) "
+                "RETURNING key",
+                (str(batch_id),),
+            ).fetchall()
+        )
 
     def _apply_views(self, conn: Any, write: IngestBatchWrite) -> None:
         cols = ", ".join(_TRAFFIC_COLS)
@@ -471,6 +494,7 @@ class ServingStore:
 
         def apply(conn: Any) -> None:
             if not write.views_committed:
+                self._claim_views(conn, write.batch_id)
                 self._apply_views(conn, write)
             conn.executemany(
                 "INSERT INTO counters(name, value) VALUES (?, ?) "
