@@ -351,9 +351,13 @@ class ServingStore:
     def is_committed(self, query: str, batch_id: int) -> bool:
         """Whether micro-batch ``batch_id`` of ``query`` is already in the ledger."""
         with self.connection() as conn:
-            row = conn.execute(
-                "SELECT 1 FROM ledger WHERE query = ? AND batch_id = ?", (query, batch_id)
-            ).fetchone()
+            return self._in_ledger(conn, query, batch_id)
+
+    @staticmethod
+    def _in_ledger(conn: Any, query: str, batch_id: int) -> bool:
+        row = conn.execute(
+            "SELECT 1 FROM ledger WHERE query = ? AND batch_id = ?", (query, batch_id)
+        ).fetchone()
         return row is not None
 
     def get_state(self, key: str) -> str | None:
@@ -400,10 +404,7 @@ class ServingStore:
             # ledger read after it sees what its replacement committed
             if not self._claim_views(conn, write.batch_id):
                 return False
-            done = conn.execute(
-                "SELECT 1 FROM ledger WHERE query = ? AND batch_id = ?", (query, write.batch_id)
-            ).fetchall()
-            if done:
+            if self._in_ledger(conn, query, write.batch_id):
                 return False
             self._apply_views(conn, write)
         write.views_committed = True
