@@ -269,9 +269,13 @@ class _Folded:
 
     merged: DataFrame
     windows: DataFrame | None  # the sliding trending windows (persisted), when computed
-    finals: DataFrame  # the panes the new watermark made final
-    newly_final: Column  # the condition of ``finals``, for the windows
+    newly_final: Column  # the panes and windows the new watermark made final
     moved: bool  # the watermark moved: some windows may have become final
+
+    @property
+    def finals(self) -> DataFrame:
+        """The panes the new watermark made final."""
+        return self.merged.where(self.newly_final)
 
 
 class IngestStage:
@@ -576,11 +580,7 @@ class IngestStage:
             with self._timed("live_views"):
                 self._live_views(merged, windows, write, horizon_ms)
         return _Folded(
-            merged,
-            windows,
-            merged.where(newly_final),
-            newly_final,
-            final_until is None or next_watermark > final_until,
+            merged, windows, newly_final, final_until is None or next_watermark > final_until
         )
 
     def _analytics(
