@@ -35,7 +35,11 @@ with batch DataFrames, for micro-batch ``N``:
    the final per-minute series feed the anomaly detector (``alerts/``); with a bot model the
    final client windows are scored (``bot_scores/``, :mod:`logstream.ml.bots`). Visitor
    sessions merge the batch's per-client, per-minute summaries with the open sessions
-   (``sessions/``). Lateness was decided in step 4, before any aggregation: nothing is
+   (``sessions/``). Every window ends on a whole minute, so only a micro-batch whose
+   watermark passes one (:meth:`AnalyticsSettings.closes_windows`) can make a window final:
+   the others skip the final windows and the detector, and keep their session summaries
+   unmerged until the next one closes sessions — following a log in real time, most
+   micro-batches. Lateness was decided in step 4, before any aggregation: nothing is
    dropped silently.
 8. **Commit.** The batch's counters, examples, closed sessions and their statistics, alerts
    and bot scores (and its windows, unless step 6 wrote them) go to the serving store in one
@@ -53,6 +57,7 @@ delivers the batch exactly once (``tests/pipeline/test_recovery.py``, ``bench/dr
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -219,6 +224,42 @@ class AnalyticsSettings:
         """
         return None if max_event_ms is None else max_event_ms - self.watermark_ms
 
+    def boundary_ms(self) -> int:
+        """The step (ms) of every event-time boundary a watermark can pass: each window and
+        pane ends at a multiple of its slide (panes are aligned to the epoch,
+        :func:`~logstream.analytics.panes.pane_start`), and each detector deadline at a whole
+        minute (:mod:`logstream.analytics.alerts`).
+
+        Examples
+        --------
+        >>> AnalyticsSettings().boundary_ms()
+        60000
+        >>> AnalyticsSettings(traffic_ms=30_000).boundary_ms()
+        30000
+        """
+        return math.gcd(
+            self.traffic_ms, self.trending_ms, self.trending_slide_ms, self.clients_ms, 60_000
+        )
+
+    def closes_windows(self, final_until_ms: int | None, watermark_ms: int) -> bool:
+        """Whether a watermark moving from ``final_until_ms`` (None: before any) to
+        ``watermark_ms`` passes a boundary (:meth:`boundary_ms`): only then can a window become
+        final or a detector deadline pass. Following a log in real time, most micro-batches
+        pass none, and skip publishing final windows and scoring alerts.
+
+        Examples
+        --------
+        >>> s = AnalyticsSettings()
+        >>> s.closes_windows(120_000, 179_999), s.closes_windows(120_000, 180_000)
+        (False, True)
+        >>> s.closes_windows(None, 5)
+        True
+        """
+        if final_until_ms is None:
+            return True
+        step = self.boundary_ms()
+        return watermark_ms // step > final_until_ms // step
+
     def pane_spec(self) -> PaneSpec:
         """The pane views the chosen outputs need."""
         wanted = set(self.outputs)
@@ -270,7 +311,7 @@ class _Folded:
     merged: DataFrame
     windows: DataFrame | None  # the sliding trending windows (persisted), when computed
     newly_final: Column  # the panes and windows the new watermark made final
-    moved: bool  # the watermark moved: some windows may have become final
+    closes: bool  # the watermark passed a boundary: windows may have become final
 
     @property
     def finals(self) -> DataFrame:
@@ -579,9 +620,7 @@ class IngestStage:
         if events is not None:
             with self._timed("live_views"):
                 self._live_views(merged, windows, write, horizon_ms)
-        return _Folded(
-            merged, windows, newly_final, final_until is None or next_watermark > final_until
-        )
+        return _Folded(merged, windows, newly_final, s.closes_windows(final_until, next_watermark))
 
     def _analytics(
         self,
@@ -599,8 +638,8 @@ class IngestStage:
         if next_watermark is None:  # no event yet: nothing to aggregate
             return parts
         if folded is not None:
-            merged, finals, moved = folded.merged, folded.finals, folded.moved
-            if moved:
+            merged, finals, closes = folded.merged, folded.finals, folded.closes
+            if closes:
                 with self._timed("windows"):
                     self._publish_windows(
                         finals, folded.windows, folded.newly_final, write.batch_id
@@ -616,11 +655,14 @@ class IngestStage:
             if "alerts" in s.outputs:
                 with self._timed("alerts"):
                     parts["series"] = self._alerts(
-                        finals if moved else None, prev, next_watermark, write, cached
+                        finals if closes else None, prev, next_watermark, write, cached
                     )
         if "sessions" in s.outputs:
+            closes = s.closes_windows(prev.final_until_ms, next_watermark)
             with self._timed("sessions"):
-                parts["sessions"] = self._sessions(on_time, prev, next_watermark, write, cached)
+                parts["sessions"] = self._sessions(
+                    on_time, prev, next_watermark, write, cached, closes
+                )
         return parts
 
     def _enriched(self, events: DataFrame, write: IngestBatchWrite) -> DataFrame:
@@ -826,10 +868,22 @@ class IngestStage:
         next_watermark: int,
         write: IngestBatchWrite,
         cached: list[DataFrame],
+        closes: bool,
     ) -> DataFrame:
+        """Merge the batch's per-client, per-minute summaries with the open sessions, publish
+        the sessions the watermark closed; returns the open sessions of the new snapshot.
+
+        Sessions close only in a micro-batch whose watermark passes a minute
+        (:meth:`AnalyticsSettings.closes_windows`), like the final windows: in the others the
+        summaries are kept beside the open sessions, unmerged (the snapshot's write computes
+        them), and merged at the next such micro-batch. A session closes the same either way
+        (a later event cannot join it once the watermark passed its end plus the gap), at
+        most a minute of event time later."""
         s = self.settings
         open_sessions = self.state.read(prev, "sessions")
         parts = session_parts(on_time) if write.events else None
+        if not closes:
+            return open_sessions if parts is None else open_sessions.unionByName(parts)
         merged_input = parts if parts is not None else open_sessions.limit(0)
         gap_s = s.session_gap_ms // 1000
         merged = merged_sessions(merged_input, open_sessions, gap_s)
