@@ -27,6 +27,16 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    land in its input directory at ``--live-rate`` lines/s for ``--live-seconds``; the latency
    of a chunk is the time from its rename into the directory to the moment the serving store's
    newest event time reaches the chunk's newest event (the store is polled every 0.1 s).
+   The lines keep their 1995 timestamps, so event time runs about 25,000 times faster than
+   the wall clock (10,000 lines/s of a log of 35,272 lines a day): every micro-batch closes
+   days of windows at once;
+   ``live_wall``: the same feed with every line stamped with the second it lands (a server
+   writing 10,000 lines/s now): event time runs with the wall clock, as when following a
+   real log. A chunk's latency is the time from its rename to the moment the requests
+   counted in the store's ``traffic_per_minute`` reach the lines landed up to it.
+   ``--live-clock`` chooses (default: both). With the wall clock the input goes round, so
+   ``--live-seconds 600`` is the 10-minute soak. Both report the resident memory of the
+   pipeline's processes and its analytics state rows, sampled every 5 s.
 
 Ratios are GoAccess's wall time over logstream's (> 1: logstream is faster). Writes
 ``bench/results/vs-goaccess.json``.
@@ -34,7 +44,8 @@ Ratios are GoAccess's wall time over logstream's (> 1: logstream is faster). Wri
 Usage::
 
     python bench/bench_vs_goaccess.py [--days 31] [--files-per-trigger 31] [--skip-live]
-        [--live-rate 10000] [--live-seconds 120] [--rows batch,backfill_full,...]
+        [--live-rate 10000] [--live-seconds 120] [--live-clock replay|wall|both]
+        [--rows batch,backfill_full,...]
         [--bot-model DIR]
 
 ``--rows`` runs only the rows named (GoAccess always runs: every ratio is of one run).
@@ -218,6 +229,26 @@ def newest_event_ms(db: Path) -> int | None:
     return int(row[0]) if row and row[0] is not None else None
 
 
+def requests_served(db: Path) -> int | None:
+    """Requests counted in the store's ``traffic_per_minute`` (every window is kept)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5) as conn:
+            row = conn.execute("SELECT SUM(requests) FROM traffic_per_minute").fetchone()
+    except sqlite3.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def stamped(line: str, stamp: str) -> str:
+    """``line`` with its Common Log Format timestamp replaced by ``stamp``."""
+    return line[: line.index("[") + 1] + stamp + line[line.index("]") :]
+
+
+def now_stamp() -> str:
+    """The wall clock's second in the Common Log Format (UTC)."""
+    return time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime())
+
+
 def event_ms(line: str) -> int:
     """Epoch ms of a Common Log Format line's timestamp (oracle-free: strptime)."""
     from datetime import datetime
@@ -226,43 +257,61 @@ def event_ms(line: str) -> int:
     return int(datetime.strptime(text, "%d/%b/%Y:%H:%M:%S %z").timestamp() * 1000)
 
 
-def live(files: list[Path], rate: int, seconds: int) -> dict:
+def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -> dict:
     """Feed ``rate`` lines/s of the July input, in order, for ``seconds`` and measure
-    line-to-store latency per chunk."""
+    line-to-store latency per chunk; with ``wall_clock`` every line is stamped with the second
+    it lands (see the module docstring)."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-live-"))
     landing = tmp / "landing"
     landing.mkdir()
     lines = [line for f in files for line in f.read_text().splitlines(keepends=True)]
-    (landing / "seed.log").write_text("".join(lines[:100]))
+    seed = lines[:100]
+    if wall_clock:
+        seed = [stamped(x, now_stamp()) for x in seed]
+    (landing / "seed.log").write_text("".join(seed))
+    errors = (tmp / "stderr.log").open("w")  # a file, not a pipe nobody reads while it runs
     proc = subprocess.Popen(
         run_args(tmp, landing, "--trigger", "2 seconds"),
         env={**os.environ, "LOGSTREAM_SPARK_UI": "false"},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=errors,
         text=True,
     )
     db = tmp / "out" / "logstream.db"
     started = time.monotonic()
-    while newest_event_ms(db) is None:  # the JVM and the first micro-batch
+    # a chunk is in the store when the store's newest event time (replayed clock) or its
+    # request count (wall clock: many chunks share a second) reaches it
+    progress = requests_served if wall_clock else newest_event_ms
+    while progress(db) is None:  # the JVM and the first micro-batch
         if proc.poll() is not None or time.monotonic() - started > 180:
             proc.kill()
-            raise SystemExit(f"the pipeline did not start: {proc.stderr.read()[-3000:]}")
+            errors.close()
+            text = (tmp / "stderr.log").read_text()[-3000:]
+            raise SystemExit(f"the pipeline did not start: {text}")
         time.sleep(0.1)
-    landed: list[tuple[float, int]] = []  # (landing time, newest event ms of the chunk)
+    # (landing time, the chunk's newest event ms, or with the wall clock the lines so far)
+    landed: list[tuple[float, int]] = []
     stop = threading.Event()
     per_tick = max(1, rate // 10)  # a chunk every 0.1 s
 
     def feed() -> None:
         pos, n, tick = 100, 0, time.monotonic()
         while not stop.is_set():
-            chunk = lines[pos : pos + per_tick]
+            start = pos % len(lines) if wall_clock else pos  # restamped lines can go round
+            chunk = lines[start : start + per_tick]
             if len(chunk) < per_tick:  # the end of the input
-                break
+                if not wall_clock:
+                    break
+                chunk = (chunk + lines)[:per_tick]
             pos += per_tick
             part = tmp / f".part-{n}"
+            if wall_clock:
+                stamp = now_stamp()
+                chunk = [stamped(x, stamp) for x in chunk]
             part.write_text("".join(chunk))
             part.rename(landing / f"feed-{n:06d}.log")
-            landed.append((time.monotonic(), max(event_ms(x) for x in chunk)))
+            mark = pos if wall_clock else max(event_ms(x) for x in chunk)
+            landed.append((time.monotonic(), mark))
             n += 1
             tick += 0.1
             stop.wait(max(0.0, tick - time.monotonic()))
@@ -270,11 +319,15 @@ def live(files: list[Path], rate: int, seconds: int) -> dict:
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     latencies: list[float] = []
+    samples: list[tuple[float, float, int | None]] = []  # (s since the feed began, RSS, rows)
     pending = 0
-    deadline = time.monotonic() + seconds
+    began = time.monotonic()
+    deadline = began + seconds
     while time.monotonic() < deadline + 30:
-        newest = newest_event_ms(db)
+        newest = progress(db)
         now = time.monotonic()
+        if now <= deadline and (not samples or now - began - samples[-1][0] >= 5):
+            samples.append((now - began, tree_rss_mb(proc.pid), state_rows(db)))
         while pending < len(landed) and newest is not None and landed[pending][1] <= newest:
             latencies.append(now - landed[pending][0])
             pending += 1
@@ -287,10 +340,12 @@ def live(files: list[Path], rate: int, seconds: int) -> dict:
     feeder.join(5)
     proc.terminate()
     proc.wait(60)
+    errors.close()
     shutil.rmtree(tmp, ignore_errors=True)
     fed = len(landed) * per_tick
     qs = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else [None] * 19
     return {
+        "event_time": "wall clock" if wall_clock else "replayed (1995)",
         "rate_lines_per_s": rate,
         "seconds": seconds,
         "lines_fed": fed,
@@ -299,7 +354,57 @@ def live(files: list[Path], rate: int, seconds: int) -> dict:
         "latency_s_p50": round(statistics.median(latencies), 2) if latencies else None,
         "latency_s_p95": round(qs[18], 2) if qs[18] is not None else None,
         "latency_s_max": round(max(latencies), 2) if latencies else None,
+        # the pipeline's processes (driver, JVM, Python workers) and its analytics state
+        # rows, every 5 s: the first and the last minute's medians, and every 30 s
+        "rss_mb_first_last_minute": first_last_minute(samples, 1),
+        "state_rows_first_last_minute": first_last_minute(samples, 2),
+        "every_30_s": [
+            {"s": round(t), "rss_mb": rss, "state_rows": rows}
+            for t, rss, rows in samples
+            if round(t) % 30 < 5
+        ],
     }
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory (MiB) of ``pid`` and every process under it (Linux ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS")), 0)
+    return round(total / 1024, 1)
+
+
+def state_rows(db: Path) -> int | None:
+    """The analytics state's rows after the newest micro-batch (``pipeline_state``)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5) as conn:
+            row = conn.execute(
+                "SELECT value FROM pipeline_state WHERE key = 'analytics_state_rows'"
+            ).fetchone()
+    except sqlite3.Error:
+        return None
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def first_last_minute(samples: list[tuple[float, float, int | None]], i: int) -> list:
+    """Medians of field ``i`` of the samples of the first and of the last minute."""
+    end = samples[-1][0] if samples else 0.0
+    first = [s[i] for s in samples if s[0] < 60 and s[i] is not None]
+    last = [s[i] for s in samples if s[0] >= end - 60 and s[i] is not None]
+    return [statistics.median(first) if first else None, statistics.median(last) if last else None]
 
 
 def main() -> None:
@@ -309,6 +414,7 @@ def main() -> None:
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--live-rate", type=int, default=10_000)
     parser.add_argument("--live-seconds", type=int, default=120)
+    parser.add_argument("--live-clock", choices=("replay", "wall", "both"), default="both")
     parser.add_argument("--out", type=Path, default=RESULTS / "vs-goaccess.json")
     parser.add_argument("--rows", default=",".join(ROWS), help="rows to run, comma-separated")
     parser.add_argument("--bot-model", type=Path, help="a bots model (default: train one)")
@@ -361,8 +467,10 @@ def main() -> None:
     }
     if webhook is not None:
         report["webhook_received"] = webhook
-    if not args.skip_live:
+    if not args.skip_live and args.live_clock in ("replay", "both"):
         report["live"] = live(files, args.live_rate, args.live_seconds)
+    if not args.skip_live and args.live_clock in ("wall", "both"):
+        report["live_wall"] = live(files, args.live_rate, args.live_seconds, wall_clock=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
