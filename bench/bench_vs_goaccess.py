@@ -218,25 +218,24 @@ def backfill(files: list[Path], per_trigger: int, queries: str, *extra: str) -> 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def newest_event_ms(db: Path) -> int | None:
+def store_number(db: Path, sql: str) -> int | None:
+    """The number ``sql`` reads from the serving store, read-only (None before it has one)."""
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5) as conn:
-            row = conn.execute(
-                "SELECT value FROM pipeline_state WHERE key = 'max_event_time_ms'"
-            ).fetchone()
+            row = conn.execute(sql).fetchone()
     except sqlite3.Error:
         return None
     return int(row[0]) if row and row[0] is not None else None
+
+
+def newest_event_ms(db: Path) -> int | None:
+    """The store's newest event time (epoch ms)."""
+    return store_number(db, "SELECT value FROM pipeline_state WHERE key = 'max_event_time_ms'")
 
 
 def requests_served(db: Path) -> int | None:
     """Requests counted in the store's ``traffic_per_minute`` (every window is kept)."""
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5) as conn:
-            row = conn.execute("SELECT SUM(requests) FROM traffic_per_minute").fetchone()
-    except sqlite3.Error:
-        return None
-    return int(row[0]) if row and row[0] is not None else None
+    return store_number(db, "SELECT SUM(requests) FROM traffic_per_minute")
 
 
 def stamped(line: str, stamp: str) -> str:
@@ -389,14 +388,7 @@ def tree_rss_mb(pid: int) -> float:
 
 def state_rows(db: Path) -> int | None:
     """The analytics state's rows after the newest micro-batch (``pipeline_state``)."""
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5) as conn:
-            row = conn.execute(
-                "SELECT value FROM pipeline_state WHERE key = 'analytics_state_rows'"
-            ).fetchone()
-    except sqlite3.Error:
-        return None
-    return int(row[0]) if row and row[0] is not None else None
+    return store_number(db, "SELECT value FROM pipeline_state WHERE key = 'analytics_state_rows'")
 
 
 def first_last_minute(samples: list[tuple[float, float, int | None]], i: int) -> list:

@@ -23,6 +23,8 @@ Usage::
 
     python bench/profile_microbatch.py                     # bench/results/profile-microbatch.json
     python bench/profile_microbatch.py --chunk-lines 20000 --label microbatch-20k
+    python bench/profile_microbatch.py --chunk-seconds 3 --chunks 24 \
+        --label microbatch-wall                          # 3 s of event time a chunk
     python bench/profile_microbatch.py --conf spark.sql.codegen.cache.maxEntries=100 \
         --label microbatch-cache100                      # try a Spark setting
 
@@ -54,10 +56,21 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
 
 
+#: The first chunk's time with ``--chunk-seconds`` (2026-01-01T00:00:00Z, on a minute).
+BASE_S = 1_767_225_600
+
+
+def restamped(line: str, epoch_s: float) -> str:
+    """``line`` with its Common Log Format timestamp set to ``epoch_s`` (UTC)."""
+    stamp = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(epoch_s))
+    return line[: line.index("[") + 1] + stamp + line[line.index("]") :]
+
+
 def profile(
     chunk_lines: int,
     chunks: int,
     conf: dict[str, str] | None = None,
+    chunk_seconds: float = 0.0,
 ) -> dict:
     from logstream.config import SparkSettings
     from logstream.pipeline import Pipeline, PipelineConfig
@@ -71,7 +84,13 @@ def profile(
     landing.mkdir()
     for i in range(chunks):
         chunk = landing / f"chunk-{i:04d}.log"
-        chunk.write_text("\n".join(lines[i * chunk_lines : (i + 1) * chunk_lines]) + "\n")
+        part = lines[i * chunk_lines : (i + 1) * chunk_lines]
+        if chunk_seconds:  # event time with the wall clock: chunk i spans [i·s, (i+1)·s)
+            part = [
+                restamped(x, BASE_S + i * chunk_seconds + j * chunk_seconds / len(part))
+                for j, x in enumerate(part)
+            ]
+        chunk.write_text("\n".join(part) + "\n")
         os.utime(chunk, (1_000_000 + i, 1_000_000 + i))
     spark = get_spark(
         SparkSettings(master="local[2]", ui_enabled=True, app_name="microbatch", extra=conf or {})
@@ -157,7 +176,8 @@ def profile(
     step_names = sorted({k for s in warm for k in s}, key=lambda k: -sum(s.get(k, 0) for s in warm))
     result = {
         "input": f"the NASA day's first {chunk_lines * chunks:,} lines in {chunks} chunks of "
-        f"{chunk_lines:,}, one per micro-batch",
+        f"{chunk_lines:,}, one per micro-batch"
+        + (f", each restamped to {chunk_seconds:g} s of event time" if chunk_seconds else ""),
         "pipeline_wall_s": round(wall, 1),
         "micro_batches": len(progress),
         "add_batch_s": [round(p.durationMs["addBatch"] / 1000, 2) for p in progress],
@@ -186,13 +206,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--chunk-lines", type=int, default=3000)
     parser.add_argument("--chunks", type=int, default=8)
+    parser.add_argument(
+        "--chunk-seconds",
+        type=float,
+        default=0.0,
+        help="restamp chunk i's lines over [i·S, (i+1)·S) s of event time (a log followed in "
+        "real time); default: the NASA day's own timestamps",
+    )
     parser.add_argument("--label", default="microbatch")
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
     )
     args = parser.parse_args()
     conf = dict(item.split("=", 1) for item in args.conf)
-    result = profile(args.chunk_lines, args.chunks, conf)
+    result = profile(args.chunk_lines, args.chunks, conf, args.chunk_seconds)
     out = RESULTS / f"profile-{args.label}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
