@@ -241,6 +241,19 @@ class AnalyticsSettings:
             self.traffic_ms, self.trending_ms, self.trending_slide_ms, self.clients_ms, 60_000
         )
 
+    def on_boundary(self, epoch_ms: int) -> int:
+        """``epoch_ms`` down to a boundary (:meth:`boundary_ms`). A window's end ``e`` is on
+        one, so ``e > t`` exactly when ``e > on_boundary(t)`` and ``e <= t`` when
+        ``e <= on_boundary(t)``: compared with it, the plans' literals change only when the
+        watermark passes a minute, and Spark reuses the classes it compiled for them.
+
+        Examples
+        --------
+        >>> AnalyticsSettings().on_boundary(179_999)
+        120000
+        """
+        return epoch_ms - epoch_ms % self.boundary_ms()
+
     def closes_windows(self, final_until_ms: int | None, watermark_ms: int) -> bool:
         """Whether a watermark moving from ``final_until_ms`` (None: before any) to
         ``watermark_ms`` passes a boundary (:meth:`boundary_ms`): only then can a window become
@@ -602,8 +615,11 @@ class IngestStage:
             return None
         final_until = prev.final_until_ms
         # windows ending in (final_until, next_watermark] became final in this micro-batch
-        newly_final = (F.col("end_ms") <= F.lit(next_watermark)) & (
-            F.lit(True) if final_until is None else F.col("end_ms") > F.lit(final_until)
+        # (window ends compared with values on a boundary: the same literals for a minute)
+        newly_final = (F.col("end_ms") <= F.lit(s.on_boundary(next_watermark))) & (
+            F.lit(True)
+            if final_until is None
+            else F.col("end_ms") > F.lit(s.on_boundary(final_until))
         )
         # a view turned off leaves the state (fold_panes keeps the views of the spec)
         open_panes = self.state.read(prev, "panes")
@@ -619,7 +635,7 @@ class IngestStage:
             cached.append(windows)
         if events is not None:
             with self._timed("live_views"):
-                self._live_views(merged, windows, write, horizon_ms)
+                self._live_views(merged, windows, write, s.on_boundary(horizon_ms))
         return _Folded(merged, windows, newly_final, s.closes_windows(final_until, next_watermark))
 
     def _analytics(
@@ -647,9 +663,9 @@ class IngestStage:
                 if self.bot_model is not None and "bot_scores" in s.outputs:
                     with self._timed("bot_scores"):
                         self._bot_scores(finals, write)
-            keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
+            keep_from = s.on_boundary(next_watermark - (s.trending_ms - s.trending_slide_ms))
             parts["panes"] = merged.where(
-                (F.col("end_ms") > F.lit(next_watermark))
+                (F.col("end_ms") > F.lit(s.on_boundary(next_watermark)))
                 | ((F.col("view") == "pages") & (F.col("end_ms") > F.lit(keep_from)))
             ).drop("touched")
             if "alerts" in s.outputs:
