@@ -243,9 +243,9 @@ def stamped(line: str, stamp: str) -> str:
     return line[: line.index("[") + 1] + stamp + line[line.index("]") :]
 
 
-def now_stamp() -> str:
-    """The wall clock's second in the Common Log Format (UTC)."""
-    return time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime())
+def clf_stamp(epoch_s: float | None = None) -> str:
+    """``epoch_s`` (default: now) as a Common Log Format timestamp, to the second (UTC)."""
+    return time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(epoch_s))
 
 
 def event_ms(line: str) -> int:
@@ -266,7 +266,7 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
     lines = [line for f in files for line in f.read_text().splitlines(keepends=True)]
     seed = lines[:100]
     if wall_clock:
-        seed = [stamped(x, now_stamp()) for x in seed]
+        seed = [stamped(x, clf_stamp()) for x in seed]
     (landing / "seed.log").write_text("".join(seed))
     errors = (tmp / "stderr.log").open("w")  # a file, not a pipe nobody reads while it runs
     proc = subprocess.Popen(
@@ -305,7 +305,7 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
             pos += per_tick
             part = tmp / f".part-{n}"
             if wall_clock:
-                stamp = now_stamp()
+                stamp = clf_stamp()
                 chunk = [stamped(x, stamp) for x in chunk]
             part.write_text("".join(chunk))
             part.rename(landing / f"feed-{n:06d}.log")

@@ -50,6 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from bench.bench_vs_goaccess import clf_stamp, stamped  # a log line restamped
 from bench.profile_pipeline import _get, _ts  # the Spark UI's REST API and its times
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -58,12 +59,6 @@ DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
 
 #: The first chunk's time with ``--chunk-seconds`` (2026-01-01T00:00:00Z, on a minute).
 BASE_S = 1_767_225_600
-
-
-def restamped(line: str, epoch_s: float) -> str:
-    """``line`` with its Common Log Format timestamp set to ``epoch_s`` (UTC)."""
-    stamp = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(epoch_s))
-    return line[: line.index("[") + 1] + stamp + line[line.index("]") :]
 
 
 def profile(
@@ -87,7 +82,7 @@ def profile(
         part = lines[i * chunk_lines : (i + 1) * chunk_lines]
         if chunk_seconds:  # event time with the wall clock: chunk i spans [i·s, (i+1)·s)
             part = [
-                restamped(x, BASE_S + i * chunk_seconds + j * chunk_seconds / len(part))
+                stamped(x, clf_stamp(BASE_S + i * chunk_seconds + j * chunk_seconds / len(part)))
                 for j, x in enumerate(part)
             ]
         chunk.write_text("\n".join(part) + "\n")
