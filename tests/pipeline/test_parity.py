@@ -4,6 +4,7 @@ batch computation (and, for sessions, as a plain-Python sessionization)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from pyspark.sql import functions as F
@@ -14,6 +15,7 @@ from tests.pipeline.helpers import config, nasa_lines, write_chunks
 from logstream import analytics
 from logstream.parsing import compile_format, events, parse
 from logstream.pipeline import Pipeline
+from logstream.pipeline.ingest import SINGLE_PARTITION_ROWS
 from logstream.serving import ServingStore
 from logstream.sources import read_lines
 
@@ -31,15 +33,22 @@ TRAFFIC_COLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def streamed(spark, nasa_day, tmp_path_factory):
+# every micro-batch (12,000 lines) analysed in one partition, without a shuffle (the default
+# for a micro-batch this small), and spread over the shuffle partitions (as a backfill's):
+# the same windows, sessions and heavy hitters either way
+@pytest.fixture(scope="module", params=["one_partition", "shuffled"])
+def streamed(request, spark, nasa_day, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("parity")
     write_chunks(nasa_lines(nasa_day), tmp / "in", per_file=6000)
     pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=2))
+    one_partition = request.param == "one_partition"
+    rows = SINGLE_PARTITION_ROWS if one_partition else 0
+    pipeline.ingest.settings = replace(pipeline.ingest.settings, single_partition_rows=rows)
     try:
         pipeline.run()
     finally:
         pipeline.stop()
+    assert pipeline.ingest.single_partition is one_partition  # the path the batches took
     # every line counts, in the stream as in the batch report (deduplication is opt-in)
     lines = read_lines(spark, [nasa_day])
     batch_events = events(parse(lines, compile_format("common")))

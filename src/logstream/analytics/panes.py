@@ -63,6 +63,7 @@ __all__ = [
     "PaneSpec",
     "dimension_windows",
     "fold_panes",
+    "gathered",
     "pane_start",
     "sliding_windows",
     "traffic_windows",
@@ -152,7 +153,12 @@ def pane_start(t_ms: Column, length_ms: int) -> Column:
     return t_ms - F.pmod(t_ms, F.lit(length_ms))
 
 
-def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: PaneSpec) -> DataFrame:
+def fold_panes(
+    open_panes: DataFrame | None,
+    events: DataFrame | None,
+    spec: PaneSpec,
+    single_partition: bool = False,
+) -> DataFrame:
     """Fold a micro-batch's events into the open panes, every view at once, with one
     aggregation (one shuffle).
 
@@ -166,6 +172,12 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
         key columns of the dimension views in ``spec`` (:data:`DIMENSION_VIEWS`).
     spec : PaneSpec
         Pane lengths and views.
+    single_partition : bool
+        Aggregate in one partition, with no shuffle (the inputs are gathered with
+        ``coalesce(1)``; a single partition satisfies every grouping, so Spark plans no
+        exchange): for a small micro-batch, whose time is the fixed cost of its stages, not
+        work (see :class:`logstream.pipeline.ingest.AnalyticsSettings`). The result is the
+        same, in one partition.
 
     Returns
     -------
@@ -217,7 +229,7 @@ def fold_panes(open_panes: DataFrame | None, events: DataFrame | None, spec: Pan
         for view in (v for v in views if v in SKETCH_VIEWS):
             panes = _sketch_panes(events, view, spec.length_ms(view))
             sketched = panes if sketched is None else sketched.unionByName(panes)
-    return _aggregate(counted, sketched)
+    return _aggregate(counted, sketched, single_partition)
 
 
 _KEYS = ("view", "key", "start_ms", "end_ms")
@@ -232,26 +244,37 @@ def _open_by_kind(panes: DataFrame) -> tuple[DataFrame, DataFrame]:
     return marked.where(~sketched), marked.where(sketched)
 
 
-def _aggregate(counted: DataFrame | None, sketched: DataFrame | None) -> DataFrame:
+def gathered(frame: DataFrame, single_partition: bool) -> DataFrame:
+    """``frame`` in one partition (``coalesce(1)``, no shuffle) when ``single_partition``:
+    Spark then plans no exchange for a grouping, a window or a cogroup over it (a single
+    partition satisfies every clustered distribution). A union of such frames has one
+    partition per input: gather it again before grouping it."""
+    return frame.coalesce(1) if single_partition else frame
+
+
+def _aggregate(
+    counted: DataFrame | None, sketched: DataFrame | None, single_partition: bool
+) -> DataFrame:
     sums = [F.sum(m).cast("bigint").alias(m) for m in MEASURES]
     times = [F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms")]
     touched = F.max("touched").alias("touched")
     frames = []
     if counted is not None:
         frames.append(
-            counted.groupBy(*_KEYS)
+            gathered(counted, single_partition)
+            .groupBy(*_KEYS)
             .agg(*sums, *times, touched)
             .select(*_KEYS, *_VALUES, F.lit(None).cast("binary").alias("sketch"), "touched")
         )
     if sketched is not None:
         frames.append(
-            sketched.groupBy(*_KEYS).agg(
-                *sums, *times, F.hll_union_agg("sketch", True).alias("sketch"), touched
-            )
+            gathered(sketched, single_partition)
+            .groupBy(*_KEYS)
+            .agg(*sums, *times, F.hll_union_agg("sketch", True).alias("sketch"), touched)
         )
     out = frames[0]
     for frame in frames[1:]:
-        out = out.unionByName(frame)
+        out = gathered(out.unionByName(frame), single_partition)
     return out
 
 

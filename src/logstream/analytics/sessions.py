@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from logstream.analytics.pages import is_content_page
+from logstream.analytics.panes import gathered
 
 __all__ = [
     "MIN_MERGE_GAP_S",
@@ -216,12 +217,15 @@ def merge_sessions(
     return split_sessions(merged, gap_s, watermark_ms)
 
 
-def merged_sessions(parts: DataFrame, open_sessions: DataFrame, gap_s: int) -> DataFrame:
+def merged_sessions(
+    parts: DataFrame, open_sessions: DataFrame, gap_s: int, single_partition: bool = False
+) -> DataFrame:
     """The first step of :func:`merge_sessions`: summaries and open sessions merged into
     sessions (:data:`SESSION_PARTS_SCHEMA`, one row per session), closed or not.
 
     Persist the result when both parts of :func:`split_sessions` are used: the session window
-    aggregation then runs once.
+    aggregation then runs once. With ``single_partition`` the merge runs in one partition,
+    with no shuffle (:func:`logstream.analytics.panes.gathered`): for a small micro-batch.
 
     Raises
     ------
@@ -234,7 +238,9 @@ def merged_sessions(parts: DataFrame, open_sessions: DataFrame, gap_s: int) -> D
             f"{MIN_MERGE_GAP_S} seconds"
         )
     columns = SESSION_PARTS_SCHEMA.fieldNames()
-    both = parts.select(*columns).unionByName(open_sessions.select(*columns))
+    both = gathered(
+        parts.select(*columns).unionByName(open_sessions.select(*columns)), single_partition
+    )
     return _as_parts(
         both.groupBy(summary_session(gap_s).alias("_session"), "client_host", "agent").agg(
             F.min("first_ms").alias("first_ms"),

@@ -86,6 +86,7 @@ from logstream.analytics.panes import (
     PaneSpec,
     dimension_windows,
     fold_panes,
+    gathered,
     sliding_windows,
     traffic_windows,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "FAULT_ENV",
     "INGEST_QUERY",
     "OUTPUTS",
+    "SINGLE_PARTITION_ROWS",
     "STATE_PARTS",
     "AnalyticsSettings",
     "BotScorer",
@@ -149,6 +151,9 @@ _ANALYTICS_COLUMNS = ("event_time", "client_host", "url_path", "status", "bytes_
 
 #: Late and quarantined rows kept as examples per micro-batch.
 _EXAMPLES_PER_BATCH = 5
+
+#: Default of :attr:`AnalyticsSettings.single_partition_rows`.
+SINGLE_PARTITION_ROWS = 50_000
 
 
 def _since(prev: SnapshotMeta, outputs: tuple[str, ...]) -> dict[str, int]:
@@ -196,6 +201,12 @@ class AnalyticsSettings:
     alerts : AlertConfig
     outputs : tuple of str
         The outputs computed (from :data:`OUTPUTS`).
+    single_partition_rows : int
+        A micro-batch of at most this many lines (on time, late and quarantined) is analysed
+        in one partition, with no shuffle (:func:`~logstream.analytics.panes.gathered`): the
+        time of a small micro-batch is the fixed cost of its stages, not work, and every
+        shuffle is a stage (with adaptive execution a Spark job of its own, re-planned).
+        Larger ones (a backfill) are spread over every core. 0: never.
     """
 
     watermark_ms: int = 600_000
@@ -209,6 +220,7 @@ class AnalyticsSettings:
     top: int = 10
     alerts: AlertConfig = field(default_factory=AlertConfig)
     outputs: tuple[str, ...] = tuple(q for q in OUTPUTS if REFERENCE_QUERIES.get(q) is None)
+    single_partition_rows: int = SINGLE_PARTITION_ROWS
 
     def watermark_at(self, max_event_ms: int | None) -> int | None:
         """The watermark (epoch ms) after events up to ``max_event_ms``: the newest event time
@@ -411,12 +423,19 @@ class IngestStage:
         self.store_context: Any = None
         #: ``since_ms`` of the micro-batch being delivered (see :class:`SnapshotMeta`).
         self.since: dict[str, int] = {}
+        #: The micro-batch being delivered is analysed in one partition
+        #: (:attr:`AnalyticsSettings.single_partition_rows`).
+        self.single_partition = False
 
     def _complete(self, output: str, start: Column) -> Column:
         """Rows of ``output`` whose window (starting at ``start``, epoch ms) holds every event:
         all of them unless the output was turned on after the first micro-batch."""
         since = self.since.get(output)
         return F.lit(True) if since is None else start > F.lit(since)
+
+    def _state(self, prev: SnapshotMeta, part: str) -> DataFrame:
+        """Part ``part`` of snapshot ``prev``, in one partition for a small micro-batch."""
+        return gathered(self.state.read(prev, part), self.single_partition)
 
     def _step(self, name: str, batch_id: int) -> None:
         if self.step_hook is not None:
@@ -524,12 +543,16 @@ class IngestStage:
         )
         if not (write.events or write.late_events or write.quarantined or write.corrupt_files):
             return None, prev, {}
+        lines = write.events + write.late_events + write.quarantined
+        self.single_partition = lines <= s.single_partition_rows
         newest = max(prev.max_event_ms or 0, write.max_event_time_ms or 0) or None
         next_watermark = s.watermark_at(newest)
         since = _since(prev, s.outputs)
         meta = SnapshotMeta(batch_id, newest, prev.final_until_ms, list(s.outputs), since)
 
-        on_time = parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS)
+        on_time = gathered(
+            parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS), self.single_partition
+        )
         self.since = since
         folded = self._fold(on_time, write, prev, next_watermark, cached)
         if write.events and folded is not None:  # its windows, to the store before the rest
@@ -622,11 +645,12 @@ class IngestStage:
             else F.col("end_ms") > F.lit(s.on_boundary(final_until))
         )
         # a view turned off leaves the state (fold_panes keeps the views of the spec)
-        open_panes = self.state.read(prev, "panes")
+        open_panes = self._state(prev, "panes")
         events = on_time if write.events else None
         if events is not None and any(v in DIMENSION_VIEWS for v in spec.views):
             events = self._enriched(events, write)
-        merged = fold_panes(open_panes, events, spec).persist(StorageLevel.MEMORY_AND_DISK)
+        merged = fold_panes(open_panes, events, spec, self.single_partition)
+        merged = merged.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(merged)
         windows = None
         if "trending_pages" in s.outputs:
@@ -896,13 +920,13 @@ class IngestStage:
         (a later event cannot join it once the watermark passed its end plus the gap), at
         most a minute of event time later."""
         s = self.settings
-        open_sessions = self.state.read(prev, "sessions")
+        open_sessions = self._state(prev, "sessions")
         parts = session_parts(on_time) if write.events else None
         if not closes:
             return open_sessions if parts is None else open_sessions.unionByName(parts)
         merged_input = parts if parts is not None else open_sessions.limit(0)
         gap_s = s.session_gap_ms // 1000
-        merged = merged_sessions(merged_input, open_sessions, gap_s)
+        merged = merged_sessions(merged_input, open_sessions, gap_s, self.single_partition)
         merged = merged.persist(StorageLevel.MEMORY_AND_DISK)  # closed and still open: one pass
         cached.append(merged)
         closed, still_open = split_sessions(merged, gap_s, next_watermark)
@@ -1009,7 +1033,7 @@ class IngestStage:
     ) -> DataFrame:
         """Score the newly final minutes of the site and of each content page (``finals`` is
         None when the watermark did not move: the detectors' state carries over)."""
-        state = self.state.read(prev, "series")
+        state = self._state(prev, "series")
         if finals is None:
             return state
         complete = self._complete("alerts", F.col("start_ms"))
