@@ -318,7 +318,8 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     latencies: list[float] = []
-    samples: list[tuple[float, float, int | None]] = []  # (s since the feed began, RSS, rows)
+    # (s since the feed began, RSS, state rows, the JVM's heap)
+    samples: list[tuple[float, float, int | None, dict[str, float] | None]] = []
     pending = 0
     began = time.monotonic()
     deadline = began + seconds
@@ -326,7 +327,9 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
         newest = progress(db)
         now = time.monotonic()
         if now <= deadline and (not samples or now - began - samples[-1][0] >= 5):
-            samples.append((now - began, tree_rss_mb(proc.pid), state_rows(db)))
+            samples.append(
+                (now - began, tree_rss_mb(proc.pid), state_rows(db), jvm_heap_mb(proc.pid))
+            )
         while pending < len(landed) and newest is not None and landed[pending][1] <= newest:
             latencies.append(now - landed[pending][0])
             pending += 1
@@ -357,9 +360,14 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
         # rows, every 5 s: the first and the last minute's medians, and every 30 s
         "rss_mb_first_last_minute": first_last_minute(samples, 1),
         "state_rows_first_last_minute": first_last_minute(samples, 2),
+        "jvm_heap_committed_mb_first_last_minute": first_last_minute(
+            [(t, rss, rows, heap and heap["committed"]) for t, rss, rows, heap in samples], 3
+        ),
+        # the JVM's heap (MiB, committed and used) and metaspace: the RSS follows the
+        # committed heap, which the collector grows towards spark.driver.memory
         "every_30_s": [
-            {"s": round(t), "rss_mb": rss, "state_rows": rows}
-            for t, rss, rows in samples
+            {"s": round(t), "rss_mb": rss, "state_rows": rows, "jvm_heap_mb": heap}
+            for t, rss, rows, heap in samples
             if round(t) % 30 < 5
         ],
     }
@@ -367,17 +375,8 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
 
 def tree_rss_mb(pid: int) -> float:
     """Resident memory (MiB) of ``pid`` and every process under it (Linux ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        todo += children.get(p, [])
+    total = 0
+    for p in _tree(pid):
         try:
             status = Path(f"/proc/{p}/status").read_text()
         except OSError:
@@ -386,12 +385,59 @@ def tree_rss_mb(pid: int) -> float:
     return round(total / 1024, 1)
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process under it (Linux ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def jvm_heap_mb(pid: int) -> dict[str, float] | None:
+    """The heap of the JVM under ``pid`` (``jcmd GC.heap_info``, which forces no collection):
+    committed and used MiB of the whole heap and of the old generation, and the committed
+    metaspace. None without ``jcmd`` (a JRE) or a JVM."""
+    jcmd = shutil.which("jcmd")
+    if jcmd is None:
+        return None
+    for p in _tree(pid):
+        try:
+            if b"java" not in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]:
+                continue
+        except OSError:
+            continue
+        info = subprocess.run([jcmd, str(p), "GC.heap_info"], capture_output=True, text=True)
+        heap = {"committed": 0.0, "used": 0.0, "old_used": 0.0, "metaspace": 0.0}
+        for line in info.stdout.splitlines():
+            words = line.replace(",", " ").split()
+            if "total" in words and "used" in words:  # a generation: "total NK, used MK"
+                total = float(words[words.index("total") + 1].rstrip("K")) / 1024
+                used = float(words[words.index("used") + 1].rstrip("K")) / 1024
+                heap["committed"] += total
+                heap["used"] += used
+                if "Old" in words[0]:
+                    heap["old_used"] = used
+            elif words[:1] == ["Metaspace"] and "committed" in words:
+                heap["metaspace"] = float(words[words.index("committed") + 1].rstrip("K")) / 1024
+        return {k: round(v, 1) for k, v in heap.items()} if heap["committed"] else None
+    return None
+
+
 def state_rows(db: Path) -> int | None:
     """The analytics state's rows after the newest micro-batch (``pipeline_state``)."""
     return store_number(db, "SELECT value FROM pipeline_state WHERE key = 'analytics_state_rows'")
 
 
-def first_last_minute(samples: list[tuple[float, float, int | None]], i: int) -> list:
+def first_last_minute(samples: list[tuple], i: int) -> list:
     """Medians of field ``i`` of the samples of the first and of the last minute."""
     end = samples[-1][0] if samples else 0.0
     first = [s[i] for s in samples if s[0] < 60 and s[i] is not None]
