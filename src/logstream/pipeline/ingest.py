@@ -17,7 +17,9 @@ with batch DataFrames, for micro-batch ``N``:
    events are *on time*, an unparseable line is *quarantined*.
 5. **Aggregate once.** One aggregation folds the batch's on-time events into the open panes
    of snapshot ``N − 1``, every view at once (:func:`~logstream.analytics.panes.fold_panes`:
-   sums with one shuffle, and a small HLL aggregation for the visitors).
+   sums with one shuffle, and a small HLL aggregation for the visitors). A micro-batch of at
+   most :attr:`AnalyticsSettings.single_partition_rows` lines is analysed in one partition,
+   with no shuffle at all (:func:`~logstream.analytics.panes.gathered`).
 6. **Serve the windows.** When the batch has on-time events and the outputs have pane views,
    the panes and windows it changed, with their merged values, the pruning of windows past
    the retention, the reference versions and the newest event time go to the serving store
