@@ -23,10 +23,11 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    Parquet); ``backfill_webhook``: ``backfill_full`` plus ``--sink http://127.0.0.1:PORT/hook``,
    a receiver in this process that answers every POST at once (the cost of sending the alerts
    and final windows: :mod:`logstream.sinks.webhook`);
-5. ``live`` (unless ``--skip-live``): ``logstream run --trigger "2 seconds"`` while chunk files
-   land in its input directory at ``--live-rate`` lines/s for ``--live-seconds``; the latency
-   of a chunk is the time from its rename into the directory to the moment the serving store's
-   newest event time reaches the chunk's newest event (the store is polled every 0.1 s).
+5. ``live`` (unless ``--skip-live``): ``logstream run --trigger "2 seconds"`` (``--live-trigger``
+   chooses another) while chunk files land in its input directory at ``--live-rate`` lines/s
+   for ``--live-seconds``; the latency of a chunk is the time from its rename into the
+   directory to the moment the serving store's newest event time reaches the chunk's newest
+   event (the store is polled every 0.1 s).
    The lines keep their 1995 timestamps, so event time runs about 25,000 times faster than
    the wall clock (10,000 lines/s of a log of 35,272 lines a day): every micro-batch closes
    days of windows at once;
@@ -36,7 +37,9 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    counted in the store's ``traffic_per_minute`` reach the lines landed up to it.
    ``--live-clock`` chooses (default: both). With the wall clock the input goes round, so
    ``--live-seconds 600`` is the 10-minute soak. Both report the resident memory of the
-   pipeline's processes and its analytics state rows, sampled every 5 s.
+   pipeline's processes and its analytics state rows, sampled every 5 s, and the ingest
+   query's micro-batches (count, duration p50/p95/max, input rows) from the store's
+   ``progress`` table.
 
 Ratios are GoAccess's wall time over logstream's (> 1: logstream is faster). Writes
 ``bench/results/vs-goaccess.json``.
@@ -67,6 +70,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.build_july import build_july, input_dir
@@ -228,6 +232,27 @@ def store_number(db: Path, sql: str) -> int | None:
     return int(row[0]) if row and row[0] is not None else None
 
 
+def micro_batches(db: Path) -> dict[str, Any]:
+    """The ingest query's micro-batches from the store's ``progress`` table: how many, their
+    duration (s: p50, p95, max) and input rows (median)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        rows = conn.execute(
+            "SELECT batch_duration_ms, num_input_rows FROM progress WHERE query = 'ingest'"
+        ).fetchall()
+    if len(rows) < 2:
+        return {"count": len(rows)}
+    seconds = [r[0] / 1000 for r in rows if r[0] is not None]
+    return {
+        "count": len(rows),
+        "duration_s_p50_p95_max": [
+            round(statistics.median(seconds), 2),
+            round(statistics.quantiles(seconds, n=20)[18], 2),
+            round(max(seconds), 2),
+        ],
+        "input_rows_median": statistics.median(r[1] or 0 for r in rows),
+    }
+
+
 def newest_event_ms(db: Path) -> int | None:
     """The store's newest event time (epoch ms)."""
     return store_number(db, "SELECT value FROM pipeline_state WHERE key = 'max_event_time_ms'")
@@ -256,7 +281,9 @@ def event_ms(line: str) -> int:
     return int(datetime.strptime(text, "%d/%b/%Y:%H:%M:%S %z").timestamp() * 1000)
 
 
-def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -> dict:
+def live(
+    files: list[Path], rate: int, seconds: int, wall_clock: bool = False, trigger: str = "2 seconds"
+) -> dict:
     """Feed ``rate`` lines/s of the July input, in order, for ``seconds`` and measure
     line-to-store latency per chunk; with ``wall_clock`` every line is stamped with the second
     it lands (see the module docstring)."""
@@ -270,7 +297,7 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
     (landing / "seed.log").write_text("".join(seed))
     errors = (tmp / "stderr.log").open("w")  # a file, not a pipe nobody reads while it runs
     proc = subprocess.Popen(
-        run_args(tmp, landing, "--trigger", "2 seconds"),
+        run_args(tmp, landing, "--trigger", trigger),
         env={**os.environ, "LOGSTREAM_SPARK_UI": "false"},
         stdout=subprocess.DEVNULL,
         stderr=errors,
@@ -343,6 +370,7 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
     proc.terminate()
     proc.wait(60)
     errors.close()
+    batches = micro_batches(db)
     shutil.rmtree(tmp, ignore_errors=True)
     fed = len(landed) * per_tick
     qs = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else [None] * 19
@@ -350,12 +378,14 @@ def live(files: list[Path], rate: int, seconds: int, wall_clock: bool = False) -
         "event_time": "wall clock" if wall_clock else "replayed (1995)",
         "rate_lines_per_s": rate,
         "seconds": seconds,
+        "trigger": trigger,
         "lines_fed": fed,
         "chunks_fed": len(landed),
         "chunks_seen_in_store": len(latencies),
         "latency_s_p50": round(statistics.median(latencies), 2) if latencies else None,
         "latency_s_p95": round(qs[18], 2) if qs[18] is not None else None,
         "latency_s_max": round(max(latencies), 2) if latencies else None,
+        "micro_batches": batches,
         # the pipeline's processes (driver, JVM, Python workers) and its analytics state
         # rows, every 5 s: the first and the last minute's medians, and every 30 s
         "rss_mb_first_last_minute": first_last_minute(samples, 1),
@@ -453,6 +483,9 @@ def main() -> None:
     parser.add_argument("--live-rate", type=int, default=10_000)
     parser.add_argument("--live-seconds", type=int, default=120)
     parser.add_argument("--live-clock", choices=("replay", "wall", "both"), default="both")
+    parser.add_argument(
+        "--live-trigger", default="2 seconds", help='the live rows\' --trigger (e.g. "0s")'
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "vs-goaccess.json")
     parser.add_argument("--rows", default=",".join(ROWS), help="rows to run, comma-separated")
     parser.add_argument("--bot-model", type=Path, help="a bots model (default: train one)")
@@ -506,9 +539,11 @@ def main() -> None:
     if webhook is not None:
         report["webhook_received"] = webhook
     if not args.skip_live and args.live_clock in ("replay", "both"):
-        report["live"] = live(files, args.live_rate, args.live_seconds)
+        report["live"] = live(files, args.live_rate, args.live_seconds, False, args.live_trigger)
     if not args.skip_live and args.live_clock in ("wall", "both"):
-        report["live_wall"] = live(files, args.live_rate, args.live_seconds, wall_clock=True)
+        report["live_wall"] = live(
+            files, args.live_rate, args.live_seconds, True, args.live_trigger
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

@@ -180,6 +180,13 @@ def profile(
             statistics.median(p.durationMs["addBatch"] / 1000 for p in progress[1:] or progress),
             2,
         ),
+        # the whole micro-batch: addBatch plus the source's offsets and the checkpoint's logs
+        "warm_trigger_execution_s_median": round(
+            statistics.median(
+                p.durationMs["triggerExecution"] / 1000 for p in progress[1:] or progress
+            ),
+            2,
+        ),
         "first_batch_step_s": {k: round(v, 3) for k, v in (steps[:1] or [{}])[0].items()},
         "warm_step_s_median": {
             k: round(statistics.median(s.get(k, 0.0) for s in warm), 3) for k in step_names
