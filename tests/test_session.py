@@ -2,7 +2,7 @@
 
 from pyspark.sql import functions as F
 
-from logstream.session import CODEGEN_CACHE_ENTRIES, OBJECT_AGG_KEYS
+from logstream.session import CODEGEN_CACHE_ENTRIES, LOCAL_CHECKPOINT_MANAGER, OBJECT_AGG_KEYS
 
 
 def _compiled(spark) -> int:
@@ -48,3 +48,36 @@ def test_object_aggregates_keep_a_backfills_minutes_before_sorting(spark):
         2,
         2,
     )
+
+
+def test_a_local_checkpoint_renames_with_the_file_system_api(spark, tmp_path):
+    """A local master's checkpoint goes through Hadoop's ``FileSystem`` (no ``readlink``
+    process per rename); a restarted query still resumes after its last committed batch."""
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass") == (
+        LOCAL_CHECKPOINT_MANAGER
+    )
+    landing, checkpoint, out = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "out"
+    landing.mkdir()
+
+    def run() -> None:
+        query = (
+            spark.readStream.text(str(landing))
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+
+    (landing / "a.log").write_text("one\ntwo\n")
+    run()
+    (landing / "b.log").write_text("three\n")
+    run()
+    assert sorted(r.value for r in spark.read.parquet(str(out)).collect()) == [
+        "one",
+        "three",
+        "two",
+    ]
+    commits = sorted(p.name for p in (checkpoint / "commits").iterdir())
+    assert [c for c in commits if not c.startswith(".")] == ["0", "1"]  # and .crc files
