@@ -43,6 +43,7 @@ windows, so a pane's windows are exactly Spark's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -239,9 +240,24 @@ _VALUES = (*MEASURES, "first_ms", "last_ms")
 
 def _open_by_kind(panes: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Open pane rows (``touched`` false) split into counted views and sketch panes."""
-    marked = panes.select(*PANE_SCHEMA.fieldNames(), F.lit(False).alias("touched"))
-    sketched = F.col("view").isin(*SKETCH_VIEWS)
+    columns, sketched = _open_columns()
+    marked = panes.select(*columns)
     return marked.where(~sketched), marked.where(sketched)
+
+
+# The column builders below are cached (functools.cache, keyed by their plain arguments): a
+# Column is an unresolved expression of the JVM, the same for every micro-batch, and building
+# one from Python costs several Py4J round trips (a function's wrapper, its arguments, its
+# alias). Rebuilt every micro-batch, they were about 2,000 of a warm live micro-batch's 5,500
+# round trips.
+
+
+@functools.cache
+def _open_columns() -> tuple[tuple[Column, ...], Column]:
+    return (
+        (*(F.col(c) for c in PANE_SCHEMA.fieldNames()), F.lit(False).alias("touched")),
+        F.col("view").isin(*SKETCH_VIEWS),
+    )
 
 
 def gathered(frame: DataFrame, single_partition: bool) -> DataFrame:
@@ -252,26 +268,35 @@ def gathered(frame: DataFrame, single_partition: bool) -> DataFrame:
     return frame.coalesce(1) if single_partition else frame
 
 
-def _aggregate(
-    counted: DataFrame | None, sketched: DataFrame | None, single_partition: bool
-) -> DataFrame:
+@functools.cache
+def _aggregate_columns() -> tuple[tuple[Column, ...], tuple[Column, ...], tuple[Column, ...]]:
+    """The counted views' aggregates and projection, and the sketch views' aggregates."""
     sums = [F.sum(m).cast("bigint").alias(m) for m in MEASURES]
     times = [F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms")]
     touched = F.max("touched").alias("touched")
+    counted = (
+        *(F.col(c) for c in (*_KEYS, *_VALUES)),
+        F.lit(None).cast("binary").alias("sketch"),
+        F.col("touched"),
+    )
+    sketched = (*sums, *times, F.hll_union_agg("sketch", True).alias("sketch"), touched)
+    return (*sums, *times, touched), counted, sketched
+
+
+def _aggregate(
+    counted: DataFrame | None, sketched: DataFrame | None, single_partition: bool
+) -> DataFrame:
+    counted_aggs, counted_columns, sketched_aggs = _aggregate_columns()
     frames = []
     if counted is not None:
         frames.append(
             gathered(counted, single_partition)
             .groupBy(*_KEYS)
-            .agg(*sums, *times, touched)
-            .select(*_KEYS, *_VALUES, F.lit(None).cast("binary").alias("sketch"), "touched")
+            .agg(*counted_aggs)
+            .select(*counted_columns)
         )
     if sketched is not None:
-        frames.append(
-            gathered(sketched, single_partition)
-            .groupBy(*_KEYS)
-            .agg(*sums, *times, F.hll_union_agg("sketch", True).alias("sketch"), touched)
-        )
+        frames.append(gathered(sketched, single_partition).groupBy(*_KEYS).agg(*sketched_aggs))
     out = frames[0]
     for frame in frames[1:]:
         out = gathered(out.unionByName(frame), single_partition)
@@ -280,6 +305,16 @@ def _aggregate(
 
 def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFrame:
     """One row per event and counted view it belongs to: its pane and its measures."""
+    exploded, present, measured = _event_columns(spec, tuple(views))
+    return events.select(*exploded).where(present).select(*measured)
+
+
+@functools.cache
+def _event_columns(
+    spec: PaneSpec, views: tuple[str, ...]
+) -> tuple[tuple[Column, ...], Column, tuple[Column, ...]]:
+    """:func:`_event_rows`' projections: the per-view rows exploded, the condition that keeps
+    the views an event is in, the measures of a row."""
     t_ms = F.unix_millis("event_time")
     rows = []
     for view in views:
@@ -320,16 +355,16 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
     # projection row by row in interpreted mode (fold_panes on the 31-day input, warm: 4.6 s
     # with it, see bench/profile_pipeline.py)
     return (
-        events.select(
+        (
             F.explode(F.array(*rows)).alias("p"),
-            "status",
-            "bytes_sent",
+            F.col("status"),
+            F.col("bytes_sent"),
             (t_ms if detail else no_time).alias("t_ms"),
             (flag(is_static_asset()) if detail else zero).alias("static_requests"),
             (flag(F.col("url_path") == ROBOTS_TXT) if detail else zero).alias("robots_requests"),
-        )
-        .where(F.col("p").isNotNull())
-        .select(
+        ),
+        F.col("p").isNotNull(),
+        (
             *(F.col(f"p.{k}").alias(k) for k in _KEYS),
             one.alias("requests"),
             F.coalesce(F.col("bytes_sent"), zero).alias("bytes"),
@@ -339,43 +374,47 @@ def _event_rows(events: DataFrame, spec: PaneSpec, views: list[str]) -> DataFram
             ),
             flag(status >= ERROR_STATUS_MIN).alias("errors"),
             flag(status >= SERVER_ERROR_STATUS_MIN).alias("server_errors"),
-            "static_requests",
-            "robots_requests",
+            F.col("static_requests"),
+            F.col("robots_requests"),
             F.col("t_ms").alias("first_ms"),
             F.col("t_ms").alias("last_ms"),
             F.lit(None).cast("binary").alias("sketch"),
             F.lit(True).alias("touched"),
-        )
+        ),
     )
 
 
 def _sketch_panes(events: DataFrame, view: str, length_ms: int) -> DataFrame:
     """The panes of a sketch view (:data:`SKETCH_VIEWS`) of ``events`` (``touched``): an HLL
     sketch per pane and key of the distinct values of its item column."""
+    keyed, sketch, pane = _sketch_columns(view, length_ms)
+    return events.select(*keyed).groupBy("start_ms", "key").agg(sketch).select(*pane)
+
+
+@functools.cache
+def _sketch_columns(view: str, length_ms: int) -> tuple[tuple[Column, ...], Column, tuple]:
+    """:func:`_sketch_panes`' projection, aggregate and pane row."""
     key_col, item = SKETCH_VIEWS[view]
     key = F.col(key_col) if key_col else F.lit("")
     zero = F.lit(0).cast("bigint")
     no_time = F.lit(None).cast("bigint")
-    return (
-        events.select(
-            pane_start(F.unix_millis("event_time"), length_ms).alias("start_ms"),
-            key.alias("key"),
-            item,
-        )
-        .groupBy("start_ms", "key")
-        .agg(F.hll_sketch_agg(item).alias("sketch"))
-        .select(
-            F.lit(view).alias("view"),
-            "key",
-            "start_ms",
-            (F.col("start_ms") + F.lit(length_ms)).alias("end_ms"),
-            *[zero.alias(m) for m in MEASURES],
-            no_time.alias("first_ms"),
-            no_time.alias("last_ms"),
-            "sketch",
-            F.lit(True).alias("touched"),
-        )
+    keyed = (
+        pane_start(F.unix_millis("event_time"), length_ms).alias("start_ms"),
+        key.alias("key"),
+        F.col(item),
     )
+    pane = (
+        F.lit(view).alias("view"),
+        F.col("key"),
+        F.col("start_ms"),
+        (F.col("start_ms") + F.lit(length_ms)).alias("end_ms"),
+        *[zero.alias(m) for m in MEASURES],
+        no_time.alias("first_ms"),
+        no_time.alias("last_ms"),
+        F.col("sketch"),
+        F.lit(True).alias("touched"),
+    )
+    return keyed, F.hll_sketch_agg(item).alias("sketch"), pane
 
 
 def traffic_windows(panes: DataFrame) -> DataFrame:
@@ -462,35 +501,39 @@ def sliding_windows(panes: DataFrame, view: str, window_ms: int, slide_ms: int) 
     """
     if window_ms % slide_ms:
         raise ValueError(f"the slide ({slide_ms} ms) must divide the window ({window_ms} ms)")
+    c = _sliding_columns(view, window_ms, slide_ms, "touched" in panes.columns)
+    return panes.where(c[0]).select(*c[1]).groupBy(*c[2]).agg(*c[3]).select(*c[4])
+
+
+@functools.cache
+def _sliding_columns(view: str, window_ms: int, slide_ms: int, touched_column: bool) -> tuple:
+    """:func:`sliding_windows`' condition, projection, grouping, aggregates and window row."""
     n = window_ms // slide_ms
     offsets = F.array(*[F.lit(k * slide_ms) for k in range(n)])
-    touched = F.col("touched") if "touched" in panes.columns else F.lit(False)
+    touched = F.col("touched") if touched_column else F.lit(False)
     return (
-        panes.where(F.col("view") == view)
-        .select(
-            "key",
-            "requests",
-            "server_errors",
-            "start_ms",
+        F.col("view") == view,
+        (
+            F.col("key"),
+            F.col("requests"),
+            F.col("server_errors"),
+            F.col("start_ms"),
             touched.alias("touched"),
             F.explode(offsets).alias("k"),
-        )
-        .groupBy("key", (F.col("start_ms") - F.col("k")).alias("w"))
-        .agg(
+        ),
+        (F.col("key"), (F.col("start_ms") - F.col("k")).alias("w")),
+        (
             F.sum("requests").cast("bigint").alias("requests"),
             F.sum("server_errors").cast("bigint").alias("server_errors"),
             F.count("*").cast("int").alias("panes"),
             F.max("touched").alias("touched"),
-        )
-        .select(
-            "key",
+        ),
+        (
+            F.col("key"),
             F.col("w").alias("start_ms"),
             (F.col("w") + F.lit(window_ms)).alias("end_ms"),
-            "requests",
-            "server_errors",
-            "panes",
-            "touched",
-        )
+            *(F.col(c) for c in ("requests", "server_errors", "panes", "touched")),
+        ),
     )
 
 

@@ -15,6 +15,8 @@ open sessions are stored and read back as they are.
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -143,13 +145,22 @@ def session_parts(events: DataFrame) -> DataFrame:
         and ``exit`` (struct ``t_ms`` bigint epoch milliseconds, ``page`` string: the smallest
         and largest (time, path) of the minute's content pages; null without pages).
     """
+    keys, aggregates = _part_columns()
+    return _as_parts(events.groupBy(*keys).agg(*aggregates))
+
+
+@functools.cache
+def _part_columns() -> tuple[tuple[Column, ...], tuple[Column, ...]]:
+    """:func:`session_parts`' grouping and aggregates (cached: the same expressions every
+    micro-batch, built once; see :mod:`logstream.analytics.panes`)."""
     t_ms = F.unix_millis("event_time")
     page = F.when(is_content_page(), F.struct(t_ms.alias("t_ms"), F.col("url_path").alias("page")))
-    parts = events.groupBy(
-        "client_host",
+    keys = (
+        F.col("client_host"),
         F.coalesce("user_agent", F.lit("")).alias("agent"),
         (t_ms - F.pmod(t_ms, F.lit(60_000))).alias("_minute_ms"),
-    ).agg(
+    )
+    aggregates = (
         F.min(t_ms).alias("first_ms"),
         F.max(t_ms).alias("last_ms"),
         F.count("*").alias("requests"),
@@ -158,7 +169,7 @@ def session_parts(events: DataFrame) -> DataFrame:
         F.min(page).alias("entry"),
         F.max(page).alias("exit"),
     )
-    return _as_parts(parts)
+    return keys, aggregates
 
 
 def merge_sessions(
@@ -237,12 +248,20 @@ def merged_sessions(
             f"gap_s={gap_s}: sessions merged from per-minute summaries need a gap of at least "
             f"{MIN_MERGE_GAP_S} seconds"
         )
-    columns = SESSION_PARTS_SCHEMA.fieldNames()
+    columns, keys, aggregates = _merge_columns(gap_s)
     both = gathered(
         parts.select(*columns).unionByName(open_sessions.select(*columns)), single_partition
     )
-    return _as_parts(
-        both.groupBy(summary_session(gap_s).alias("_session"), "client_host", "agent").agg(
+    return _as_parts(both.groupBy(*keys).agg(*aggregates))
+
+
+@functools.cache
+def _merge_columns(gap_s: int) -> tuple[tuple[Column, ...], tuple[Column, ...], tuple]:
+    """:func:`merged_sessions`' columns, grouping and aggregates (cached)."""
+    return (
+        tuple(F.col(c) for c in SESSION_PARTS_SCHEMA.fieldNames()),
+        (summary_session(gap_s).alias("_session"), F.col("client_host"), F.col("agent")),
+        (
             F.min("first_ms").alias("first_ms"),
             F.max("last_ms").alias("last_ms"),
             F.sum("requests").alias("requests"),
@@ -250,7 +269,7 @@ def merged_sessions(
             F.sum("bytes").alias("bytes"),
             F.min("entry").alias("entry"),
             F.max("exit").alias("exit"),
-        )
+        ),
     )
 
 
@@ -300,14 +319,20 @@ def _as_parts(frame: DataFrame) -> DataFrame:
     """``frame``'s :data:`SESSION_PARTS_SCHEMA` columns with exactly its order, types and
     nullability: a column that differs is cast and wrapped in ``CASE WHEN x IS NOT NULL THEN x``,
     which only widens nullability (Spark's optimizer drops it where ``x`` cannot be null)."""
-    have = {f.name: f for f in frame.schema}
+    return frame.select(*_conformed(frame.schema))
+
+
+@functools.cache
+def _conformed(schema: StructType) -> tuple[Column, ...]:
+    """:func:`_as_parts`' projection of a frame of ``schema`` (cached by the schema)."""
+    have = {f.name: f for f in schema}
 
     def conform(f: StructField) -> Column:
         if have[f.name] == f:
             return F.col(f.name)
         return F.when(F.col(f.name).isNotNull(), F.col(f.name).cast(f.dataType)).alias(f.name)
 
-    return frame.select(*(conform(f) for f in SESSION_PARTS_SCHEMA))
+    return tuple(conform(f) for f in SESSION_PARTS_SCHEMA)
 
 
 def _closed_sessions(merged: DataFrame) -> DataFrame:

@@ -428,6 +428,8 @@ class IngestStage:
         #: The micro-batch being delivered is analysed in one partition
         #: (:attr:`AnalyticsSettings.single_partition_rows`).
         self.single_partition = False
+        self._live_key: tuple[object, ...] | None = None
+        self._live_cache: tuple[Any, ...] = ()
 
     def _complete(self, output: str, start: Column) -> Column:
         """Rows of ``output`` whose window (starting at ``start``, epoch ms) holds every event:
@@ -832,58 +834,10 @@ class IngestStage:
     ) -> None:
         """The merged values of every pane and window this batch changed, for the store, in
         one collect (bounded by what one micro-batch can touch within the retention)."""
-        s = self.settings
-        view_output = {
-            "traffic": "traffic_per_minute",
-            "visitors": "unique_visitors",
-            "clients": "top_clients",
-            **{view: output for output, view in DIMENSION_OUTPUTS.items()},
-        }
-        complete = F.lit(False)
-        for view, output in view_output.items():
-            if output in s.outputs:
-                complete = complete | (
-                    (F.col("view") == view) & self._complete(output, F.col("start_ms"))
-                )
-        # traffic and visitors keep every window (a row a minute); clients, trending pages and
-        # the dimension views (a row per key and minute: 670K for the sections of a 31-day
-        # backfill) keep the retention
-        kept = ~F.col("view").isin("clients", *DIMENSION_VIEWS)
-        recent = kept | (F.col("end_ms") > F.lit(horizon_ms))
-        live = merged.where(F.col("touched") & recent & complete).select(
-            "view",
-            "key",
-            _iso_ms_col("start_ms").alias("ws"),
-            _iso_ms_col("end_ms").alias("we"),
-            "requests",
-            "bytes",
-            "status_1xx",
-            "status_2xx",
-            "status_3xx",
-            "status_4xx",
-            "status_5xx",
-            "errors",
-            F.when(F.col("view") == "visitors", F.hll_sketch_estimate("sketch")).alias("v"),
-        )
+        panes, pane_columns, changed, window_columns = self._live_columns(horizon_ms)
+        live = merged.where(panes).select(*pane_columns)
         if windows is not None:
-            zero = F.lit(0).cast("bigint")
-            live = live.unionByName(
-                windows.where(
-                    F.col("touched")
-                    & (F.col("end_ms") > F.lit(horizon_ms))
-                    & self._complete("trending_pages", F.col("start_ms"))
-                ).select(
-                    F.lit("trending").alias("view"),
-                    "key",
-                    _iso_ms_col("start_ms").alias("ws"),
-                    _iso_ms_col("end_ms").alias("we"),
-                    "requests",
-                    *(zero.alias(c) for c in ("bytes", "status_1xx", "status_2xx")),
-                    *(zero.alias(c) for c in ("status_3xx", "status_4xx", "status_5xx")),
-                    zero.alias("errors"),
-                    F.lit(None).cast("bigint").alias("v"),
-                )
-            )
+            live = live.unionByName(windows.where(changed).select(*window_columns))
         rows = live.collect()
         write.traffic = [tuple(r[2:12]) for r in rows if r["view"] == "traffic"]
         write.visitors = [
@@ -902,6 +856,68 @@ class IngestStage:
         write.dimensions = [
             (r["view"], r["key"], *r[2:12]) for r in rows if r["view"] in DIMENSION_VIEWS
         ]
+
+    def _live_columns(self, horizon_ms: int) -> tuple:
+        """:meth:`_live_views`' conditions and projections of the panes and the windows.
+
+        Kept while their inputs hold (the outputs, ``since``, the retention's horizon, which
+        moves once a minute): the same expressions for most micro-batches, built once (each
+        Column costs Py4J round trips to build)."""
+        s = self.settings
+        key = (s.outputs, tuple(sorted(self.since.items())), horizon_ms)
+        if self._live_key != key:
+            self._live_key, self._live_cache = key, self._build_live_columns(horizon_ms)
+        return self._live_cache
+
+    def _build_live_columns(self, horizon_ms: int) -> tuple:
+        s = self.settings
+        view_output = {
+            "traffic": "traffic_per_minute",
+            "visitors": "unique_visitors",
+            "clients": "top_clients",
+            **{view: output for output, view in DIMENSION_OUTPUTS.items()},
+        }
+        complete = F.lit(False)
+        for view, output in view_output.items():
+            if output in s.outputs:
+                complete = complete | (
+                    (F.col("view") == view) & self._complete(output, F.col("start_ms"))
+                )
+        # traffic and visitors keep every window (a row a minute); clients, trending pages and
+        # the dimension views (a row per key and minute: 670K for the sections of a 31-day
+        # backfill) keep the retention
+        kept = ~F.col("view").isin("clients", *DIMENSION_VIEWS)
+        recent = kept | (F.col("end_ms") > F.lit(horizon_ms))
+        measures = (
+            "requests",
+            "bytes",
+            *(f"status_{c}" for c in analytics.STATUS_CLASSES),
+            "errors",
+        )
+        pane_columns = (
+            F.col("view"),
+            F.col("key"),
+            _iso_ms_col("start_ms").alias("ws"),
+            _iso_ms_col("end_ms").alias("we"),
+            *(F.col(c) for c in measures),
+            F.when(F.col("view") == "visitors", F.hll_sketch_estimate("sketch")).alias("v"),
+        )
+        zero = F.lit(0).cast("bigint")
+        changed = (
+            F.col("touched")
+            & (F.col("end_ms") > F.lit(horizon_ms))
+            & self._complete("trending_pages", F.col("start_ms"))
+        )
+        window_columns = (
+            F.lit("trending").alias("view"),
+            F.col("key"),
+            _iso_ms_col("start_ms").alias("ws"),
+            _iso_ms_col("end_ms").alias("we"),
+            F.col("requests"),
+            *(zero.alias(c) for c in measures[1:]),
+            F.lit(None).cast("bigint").alias("v"),
+        )
+        return F.col("touched") & recent & complete, pane_columns, changed, window_columns
 
     def _sessions(
         self,

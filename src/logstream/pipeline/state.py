@@ -35,7 +35,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -106,6 +106,10 @@ class StateSnapshots:
         )
         #: Rows of the last snapshot written (from its Parquet footer).
         self.last_rows = 0
+        # the projection that tags a part's rows, per part and columns: the same expressions
+        # every micro-batch, built once (a Column costs Py4J round trips to build)
+        self._tagged: dict[tuple[str, tuple[str, ...]], tuple[Column, ...]] = {}
+        self._part_filters = {part: F.col("part") == part for part in schemas}
 
     def _dir(self, batch_id: int) -> Path:
         return self.root / f"{_PREFIX}{batch_id:010d}"
@@ -138,9 +142,24 @@ class StateSnapshots:
         return (
             self.spark.read.schema(self.schema)
             .parquet(str(path))
-            .where(F.col("part") == part)
+            .where(self._part_filters[part])
             .select(f"{part}.*")
         )
+
+    def _tagging(self, name: str, columns: tuple[str, ...]) -> tuple[Column, ...]:
+        """The projection of part ``name``'s rows (``columns``) into the snapshot's schema."""
+        key = (name, columns)
+        if key not in self._tagged:
+            self._tagged[key] = (
+                F.lit(name).alias("part"),
+                *(
+                    F.struct(*columns).alias(other)
+                    if other == name
+                    else F.lit(None).cast(schema).alias(other)
+                    for other, schema in self.schemas.items()
+                ),
+            )
+        return self._tagged[key]
 
     def write(self, meta: SnapshotMeta, parts: dict[str, DataFrame | None]) -> None:
         """Write snapshot ``meta.batch_id`` atomically; then drop all but the newest ones.
@@ -158,15 +177,7 @@ class StateSnapshots:
         for name, frame in parts.items():
             if frame is None:
                 continue
-            tagged = frame.select(
-                F.lit(name).alias("part"),
-                *(
-                    F.struct(*frame.columns).alias(other)
-                    if other == name
-                    else F.lit(None).cast(schema).alias(other)
-                    for other, schema in self.schemas.items()
-                ),
-            )
+            tagged = frame.select(*self._tagging(name, tuple(frame.columns)))
             rows = tagged if rows is None else rows.unionByName(tagged)
         if rows is None:
             rows = self.spark.createDataFrame([], self.schema)
