@@ -501,8 +501,10 @@ def sliding_windows(panes: DataFrame, view: str, window_ms: int, slide_ms: int) 
     """
     if window_ms % slide_ms:
         raise ValueError(f"the slide ({slide_ms} ms) must divide the window ({window_ms} ms)")
-    c = _sliding_columns(view, window_ms, slide_ms, "touched" in panes.columns)
-    return panes.where(c[0]).select(*c[1]).groupBy(*c[2]).agg(*c[3]).select(*c[4])
+    of_view, columns, keys, sums, window = _sliding_columns(
+        view, window_ms, slide_ms, "touched" in panes.columns
+    )
+    return panes.where(of_view).select(*columns).groupBy(*keys).agg(*sums).select(*window)
 
 
 @functools.cache
