@@ -42,7 +42,8 @@ with batch DataFrames, for micro-batch ``N``:
    the others skip the final windows and the detector, and keep their session summaries
    unmerged until the next one closes sessions — following a log in real time, most
    micro-batches. Lateness was decided in step 4, before any aggregation: nothing is
-   dropped silently.
+   dropped silently. These writes are independent of each other and run at once
+   (:data:`WRITERS` threads); step 8 waits for all of them.
 8. **Commit.** The batch's counters, examples, closed sessions and their statistics, alerts
    and bot scores (and its windows, unless step 6 wrote them) go to the serving store in one
    transaction with the batch id in its ledger
@@ -450,7 +451,8 @@ class IngestStage:
         self._tables: dict[str, Table] = {}  # the reference tables of the running batch
         self.totals = IngestTotals()
         #: Seconds spent in each step of the micro-batches of this process (the profile:
-        #: ``bench/profile_pipeline.py``).
+        #: ``bench/profile_pipeline.py``); the steps of step 7 run at once, so their
+        #: seconds overlap.
         self.timings: dict[str, float] = {}
         #: Called with a step name and the batch id between the writes of a micro-batch
         #: (``committed_views``, ``published_events``, ``published_late_events``,
