@@ -192,8 +192,8 @@ def _iso_ms_col(col: str) -> Column:
 #: the persisted panes and events, and write apart). A micro-batch's Spark jobs are small (a
 #: task or two), and much of each is the driver's planning, code generation and output commit:
 #: run together, one job's driver work overlaps another's tasks (the make-run-sized micro-batch
-#: of 400 lines passing minutes, ``bench/profile_microbatch.py --chunk-lines 400``, 2 cores:
-#: addBatch median 3.65 s → 3.25 s with 3).
+#: of 400 lines passing minutes, ``bench/profile_microbatch.py --chunk-lines 400 --chunks 20``,
+#: 2 cores, a same-run pair: addBatch median 3.27 s → 3.02 s; ``profile-makerun-*-s18.json``).
 WRITERS = 3
 
 _pools: dict[int, ThreadPoolExecutor] = {}  # by size, kept for the process
@@ -798,7 +798,7 @@ class IngestStage:
         start = F.col("start_ms")
         tasks: list[Callable[[], None]] = []
 
-        def publish(rows: DataFrame, output: str) -> None:
+        def schedule(rows: DataFrame, output: str) -> None:
             def task() -> None:
                 with self._timed("windows"):
                     self.publish(rows, out / output, batch_id)
@@ -807,7 +807,7 @@ class IngestStage:
 
         if "traffic_per_minute" in s.outputs:
             traffic = finals.where(self._complete("traffic_per_minute", start))
-            publish(traffic_windows(traffic), "traffic_per_minute")
+            schedule(traffic_windows(traffic), "traffic_per_minute")
         if "unique_visitors" in s.outputs:
             complete = self._complete("unique_visitors", start)
             visitors = finals.where((F.col("view") == "visitors") & complete).select(
@@ -816,7 +816,7 @@ class IngestStage:
                 F.hll_sketch_estimate("sketch").alias("visitors"),
                 "sketch",
             )
-            publish(visitors, "unique_visitors")
+            schedule(visitors, "unique_visitors")
         if windows is not None:
             final_windows = windows.where(
                 newly_final & self._complete("trending_pages", start)
@@ -826,11 +826,11 @@ class IngestStage:
                 F.col("key").alias("url_path"),
                 "requests",
             )
-            publish(final_windows, "trending_pages")
+            schedule(final_windows, "trending_pages")
         for output, view in DIMENSION_OUTPUTS.items():
             if output in s.outputs:
                 rows = finals.where(self._complete(output, start))
-                publish(dimension_windows(rows, view), output)
+                schedule(dimension_windows(rows, view), output)
         if "top_clients" in s.outputs:
             complete = self._complete("top_clients", start)
             counts = finals.where((F.col("view") == "clients") & complete).select(
@@ -840,7 +840,7 @@ class IngestStage:
                 "requests",
                 "bytes",
             )
-            publish(analytics.top_clients_per_window(counts, s.top), "top_clients")
+            schedule(analytics.top_clients_per_window(counts, s.top), "top_clients")
         return tasks
 
     def _bot_scores(self, finals: DataFrame, write: IngestBatchWrite) -> None:
