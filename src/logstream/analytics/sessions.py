@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from logstream.analytics.bounds import at_most
 from logstream.analytics.pages import is_content_page
 from logstream.analytics.panes import gathered
 
@@ -311,7 +312,7 @@ def split_sessions(
     if watermark_ms is None:
         done = F.lit(True)
     else:
-        done = F.col("last_ms") + F.lit(gap_s * 1000) <= F.lit(watermark_ms)
+        done = at_most(F.col("last_ms") + F.lit(gap_s * 1000), watermark_ms)
     return _closed_sessions(merged.where(done)), merged.where(~done)
 
 

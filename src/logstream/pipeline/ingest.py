@@ -86,6 +86,7 @@ from logstream.analytics.alerts import (
     scored_minutes,
     split_scored,
 )
+from logstream.analytics.bounds import above, at_most
 from logstream.analytics.panes import (
     DIMENSION_VIEWS,
     PANE_SCHEMA,
@@ -572,7 +573,7 @@ class IngestStage:
             watermark = F.lit(None).cast("timestamp")
         else:
             watermark = F.timestamp_millis(F.lit(watermark_ms))
-            is_late = F.col("event_time") <= watermark
+            is_late = at_most(F.unix_micros("event_time"), watermark_ms * 1000)
         with self._timed("parse"):  # materialises the cached parse
             counts = parsed.agg(
                 F.count_if(is_event & ~is_late).alias("on_time"),
@@ -692,11 +693,11 @@ class IngestStage:
             return None
         final_until = prev.final_until_ms
         # windows ending in (final_until, next_watermark] became final in this micro-batch
-        # (window ends compared with values on a boundary: the same literals for a minute)
-        newly_final = (F.col("end_ms") <= F.lit(s.on_boundary(next_watermark))) & (
+        # (bounds out of the generated code: see logstream.analytics.bounds)
+        newly_final = at_most(F.col("end_ms"), s.on_boundary(next_watermark)) & (
             F.lit(True)
             if final_until is None
-            else F.col("end_ms") > F.lit(s.on_boundary(final_until))
+            else above(F.col("end_ms"), s.on_boundary(final_until))
         )
         # a view turned off leaves the state (fold_panes keeps the views of the spec)
         open_panes = self._state(prev, "panes")
@@ -748,8 +749,8 @@ class IngestStage:
                     tasks.append(bot_scores)
             keep_from = s.on_boundary(next_watermark - (s.trending_ms - s.trending_slide_ms))
             parts["panes"] = merged.where(
-                (F.col("end_ms") > F.lit(s.on_boundary(next_watermark)))
-                | ((F.col("view") == "pages") & (F.col("end_ms") > F.lit(keep_from)))
+                above(F.col("end_ms"), s.on_boundary(next_watermark))
+                | ((F.col("view") == "pages") & above(F.col("end_ms"), keep_from))
             ).drop("touched")
             if "alerts" in s.outputs:
 
@@ -959,7 +960,7 @@ class IngestStage:
         # the dimension views (a row per key and minute: 670K for the sections of a 31-day
         # backfill) keep the retention
         kept = ~F.col("view").isin("clients", *DIMENSION_VIEWS)
-        recent = kept | (F.col("end_ms") > F.lit(horizon_ms))
+        recent = kept | above(F.col("end_ms"), horizon_ms)
         measures = (
             "requests",
             "bytes",
@@ -977,7 +978,7 @@ class IngestStage:
         zero = F.lit(0).cast("bigint")
         changed = (
             F.col("touched")
-            & (F.col("end_ms") > F.lit(horizon_ms))
+            & above(F.col("end_ms"), horizon_ms)
             & self._complete("trending_pages", F.col("start_ms"))
         )
         window_columns = (
