@@ -36,6 +36,9 @@ __all__ = ["ARCHIVE_ENV", "archive_options", "archive_path", "build_archive", "j
 ARCHIVE_ENV = "LOGSTREAM_JVM_ARCHIVE"
 #: The JVM logs nothing about the archive (a JVM that cannot use it would warn on stdout).
 _QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+#: The version of what :func:`build_archive`'s run loads, part of the archive's name: a new
+#: value (2: the followed-log source of ``make run`` too) makes every machine write a new one.
+_RUN_VERSION = 2
 
 
 def java_binary() -> Path | None:
@@ -52,7 +55,8 @@ def archive_path() -> Path | None:
     """Where this machine's archive is (or would be): None when turned off or without Java.
 
     The name is a digest of the Java binary (path, size, modification time) and of Spark's
-    jars (names and sizes), the two things a dynamic archive depends on.
+    jars (names and sizes), the two things a dynamic archive depends on, and of the version
+    of the run that writes it.
     """
     setting = os.environ.get(ARCHIVE_ENV, "")
     if setting.lower() == "off":
@@ -66,6 +70,7 @@ def archive_path() -> Path | None:
     digest = hashlib.sha256()
     stat = java.stat()
     digest.update(f"{java}\0{stat.st_size}\0{stat.st_mtime_ns}\0{pyspark.__version__}".encode())
+    digest.update(f"\0run {_RUN_VERSION}".encode())
     if jars.is_dir():
         for jar in sorted(jars.iterdir()):
             digest.update(f"\0{jar.name}\0{jar.stat().st_size}".encode())
@@ -90,7 +95,8 @@ def build_archive(force: bool = False) -> Path | None:
     archives the classes it loaded when it exits.
 
     The run is a ``logstream run``-style backfill of 2,000 generated lines (parse, every
-    output, the serving store) and a read of its Parquet outputs, in a temporary directory.
+    output, the serving store), the same lines through the followed-log source of ``make
+    run``, and a read of the Parquet outputs, in a temporary directory.
 
     Parameters
     ----------
@@ -152,18 +158,32 @@ def _archive_run(staging: Path) -> None:
         landing.mkdir()
         lines = generate_lines(TrafficConfig(max_lines=2_000, seed=1))
         (landing / "access.log").write_text("".join(f"{line}\n" for line in lines))
-        cfg = PipelineConfig.build(
-            input_dir=landing,
-            output_dir=root / "out",
-            state_dir=root / "state",
-            log_format="common",
-            trigger="available-now",
-        )
-        pipeline = Pipeline(spark, cfg)
-        try:
-            pipeline.run()
-        finally:
-            pipeline.stop()
+        # a directory source (backfills), then the followed log of `make run` (a Python data
+        # source: its planner and reader classes, and the serving store of the demo)
+        configs = [
+            PipelineConfig.build(
+                input_dir=landing,
+                output_dir=root / "out",
+                state_dir=root / "state",
+                log_format="common",
+                trigger="available-now",
+            ),
+            PipelineConfig.build(
+                source="follow",
+                follow=(f"{landing / 'access.log'}*",),
+                output_dir=root / "follow-out",
+                state_dir=root / "follow-state",
+                store=f"sqlite:///{root / 'follow.db'}",
+                log_format="common",
+                trigger="available-now",
+            ),
+        ]
+        for cfg in configs:
+            pipeline = Pipeline(spark, cfg)
+            try:
+                pipeline.run()
+            finally:
+                pipeline.stop()
         for output in sorted((root / "out").iterdir()):
             if any(output.glob("batch_id=*")):
                 spark.read.parquet(str(output)).count()
