@@ -5,7 +5,7 @@ that decides lateness, the end of the windows that became final, the first pane 
 keeps, the watermark that closes sessions. Spark writes a ``long`` or timestamp literal into
 the Java source it generates (``Literal.doGenCode``: ``1751320800000L``), so a new value is a
 new source, and its code-generation cache (``spark.sql.codegen.cache.maxEntries``) misses:
-each such micro-batch compiled its 42 classes again (about 8 ms each in Janino, and new
+each such micro-batch compiled its 42 classes again (about 7.6 ms each in Janino, and new
 methods for the JIT to warm up). A decimal literal is passed to the generated class as a
 reference object instead, so the source, and the compiled class, stay the same from one bound
 to the next.
@@ -37,9 +37,9 @@ def at_most(value: Column, bound: int) -> Column:
 
     Parameters
     ----------
-    value
+    value : Column
         A bigint column (epoch milliseconds or microseconds).
-    bound
+    bound : int
         The bound, in the same unit; ``|bound| < 10^18``.
 
     Returns
