@@ -297,9 +297,10 @@ class AnalyticsSettings:
 
     def on_boundary(self, epoch_ms: int) -> int:
         """``epoch_ms`` down to a boundary (:meth:`boundary_ms`). A window's end ``e`` is on
-        one, so ``e > t`` exactly when ``e > on_boundary(t)`` and ``e <= t`` when
-        ``e <= on_boundary(t)``: compared with it, the plans' literals change only when the
-        watermark passes a minute, and Spark reuses the classes it compiled for them.
+        one, so ``e > t`` exactly when ``e > on_boundary(t)``: the live views' horizon is
+        rounded with it, so their conditions, built once and kept while the horizon holds
+        (:meth:`IngestStage._live_columns`), change once a minute. (The comparisons themselves
+        keep their bounds out of the generated code: :mod:`logstream.analytics.bounds`.)
 
         Examples
         --------
@@ -694,10 +695,8 @@ class IngestStage:
         final_until = prev.final_until_ms
         # windows ending in (final_until, next_watermark] became final in this micro-batch
         # (bounds out of the generated code: see logstream.analytics.bounds)
-        newly_final = at_most(F.col("end_ms"), s.on_boundary(next_watermark)) & (
-            F.lit(True)
-            if final_until is None
-            else above(F.col("end_ms"), s.on_boundary(final_until))
+        newly_final = at_most(F.col("end_ms"), next_watermark) & (
+            F.lit(True) if final_until is None else above(F.col("end_ms"), final_until)
         )
         # a view turned off leaves the state (fold_panes keeps the views of the spec)
         open_panes = self._state(prev, "panes")
@@ -747,9 +746,9 @@ class IngestStage:
                             self._bot_scores(finals, write)
 
                     tasks.append(bot_scores)
-            keep_from = s.on_boundary(next_watermark - (s.trending_ms - s.trending_slide_ms))
+            keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
             parts["panes"] = merged.where(
-                above(F.col("end_ms"), s.on_boundary(next_watermark))
+                above(F.col("end_ms"), next_watermark)
                 | ((F.col("view") == "pages") & above(F.col("end_ms"), keep_from))
             ).drop("touched")
             if "alerts" in s.outputs:
