@@ -16,12 +16,18 @@ _MICROS = st.integers(min_value=-2_208_988_800_000_000, max_value=7_258_118_400_
 
 
 @settings(max_examples=25, deadline=None)
-@given(bound=_MICROS, offsets=st.lists(st.integers(-3, 3), min_size=1, max_size=7))
-def test_bounds_compare_exactly_like_the_long_comparison(spark, bound, offsets):
+@given(
+    bound=_MICROS,
+    offsets=st.lists(st.integers(-3, 3), min_size=1, max_size=7),
+    inline=st.booleans(),
+)
+def test_bounds_compare_exactly_like_the_long_comparison(spark, bound, offsets, inline):
     values = [bound + d for d in offsets] + [None]
     df = spark.createDataFrame([(v,) for v in values], "v bigint")
     got = df.select(
-        "v", at_most(F.col("v"), bound).alias("le"), above(F.col("v"), bound).alias("gt")
+        "v",
+        at_most(F.col("v"), bound, inline).alias("le"),
+        above(F.col("v"), bound, inline).alias("gt"),
     ).collect()
     assert [(r.v, r.le, r.gt) for r in got] == [
         (v, None if v is None else v <= bound, None if v is None else v > bound) for v in values
@@ -51,7 +57,9 @@ def test_a_new_bound_generates_the_same_code(spark):
     assert code(at_most(F.col("end_ms"), first)) == code(at_most(F.col("end_ms"), second))
     assert code(above(F.col("end_ms"), first)) == code(above(F.col("end_ms"), second))
     assert str(first) not in code(at_most(F.col("end_ms"), first))
-    # the plain comparison: the bound is in the source, which differs
+    # the plain comparison (inline, for a large micro-batch): the bound is in the source
     assert code(F.col("end_ms") <= first) != code(F.col("end_ms") <= second)
+    assert code(at_most(F.col("end_ms"), first, inline=True)) == code(F.col("end_ms") <= first)
+    assert code(above(F.col("end_ms"), first, inline=True)) == code(F.col("end_ms") > first)
     assert df.where(at_most(F.col("end_ms"), first)).count() == 8
     assert df.where(above(F.col("end_ms"), second)).count() == 1000 - 9

@@ -304,15 +304,17 @@ def summary_session(gap_s: int) -> Column:
 
 
 def split_sessions(
-    merged: DataFrame, gap_s: int, watermark_ms: int | None
+    merged: DataFrame, gap_s: int, watermark_ms: int | None, inline: bool = False
 ) -> tuple[DataFrame, DataFrame]:
     """The second step of :func:`merge_sessions`: ``closed`` (as :func:`sessions` rows) and
     ``still_open`` (:data:`SESSION_PARTS_SCHEMA`) of :func:`merged_sessions`' output; a session
-    is closed when ``last_ms + gap_s * 1000 <= watermark_ms`` (every one when None)."""
+    is closed when ``last_ms + gap_s * 1000 <= watermark_ms`` (every one when None). The
+    watermark stays out of the generated code unless ``inline``
+    (:func:`logstream.analytics.bounds.at_most`)."""
     if watermark_ms is None:
         done = F.lit(True)
     else:
-        done = at_most(F.col("last_ms") + F.lit(gap_s * 1000), watermark_ms)
+        done = at_most(F.col("last_ms") + F.lit(gap_s * 1000), watermark_ms, inline)
     return _closed_sessions(merged.where(done)), merged.where(~done)
 
 

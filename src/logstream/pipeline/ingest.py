@@ -482,6 +482,12 @@ class IngestStage:
         since = self.since.get(output)
         return F.lit(True) if since is None else start > F.lit(since)
 
+    @property
+    def _inline_bounds(self) -> bool:
+        """A large micro-batch writes its bounds into the generated code: it compiles once and
+        filters many rows (:func:`logstream.analytics.bounds.at_most`)."""
+        return not self.single_partition
+
     def _state(self, prev: SnapshotMeta, part: str) -> DataFrame:
         """Part ``part`` of snapshot ``prev``, in one partition for a small micro-batch."""
         return gathered(self.state.read(prev, part), self.single_partition)
@@ -694,9 +700,11 @@ class IngestStage:
             return None
         final_until = prev.final_until_ms
         # windows ending in (final_until, next_watermark] became final in this micro-batch
-        # (bounds out of the generated code: see logstream.analytics.bounds)
-        newly_final = at_most(F.col("end_ms"), next_watermark) & (
-            F.lit(True) if final_until is None else above(F.col("end_ms"), final_until)
+        # (bounds out of the generated code but in a large micro-batch: logstream.analytics.
+        # bounds)
+        inline = self._inline_bounds
+        newly_final = at_most(F.col("end_ms"), next_watermark, inline) & (
+            F.lit(True) if final_until is None else above(F.col("end_ms"), final_until, inline)
         )
         # a view turned off leaves the state (fold_panes keeps the views of the spec)
         open_panes = self._state(prev, "panes")
@@ -747,9 +755,10 @@ class IngestStage:
 
                     tasks.append(bot_scores)
             keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
+            inline = self._inline_bounds
             parts["panes"] = merged.where(
-                above(F.col("end_ms"), next_watermark)
-                | ((F.col("view") == "pages") & above(F.col("end_ms"), keep_from))
+                above(F.col("end_ms"), next_watermark, inline)
+                | ((F.col("view") == "pages") & above(F.col("end_ms"), keep_from, inline))
             ).drop("touched")
             if "alerts" in s.outputs:
 
@@ -936,7 +945,7 @@ class IngestStage:
         moves once a minute): the same expressions for most micro-batches, built once (each
         Column costs Py4J round trips to build)."""
         s = self.settings
-        key = (s.outputs, tuple(sorted(self.since.items())), horizon_ms)
+        key = (s.outputs, tuple(sorted(self.since.items())), horizon_ms, self._inline_bounds)
         if self._live_key != key:
             self._live_key, self._live_cache = key, self._build_live_columns(horizon_ms)
         return self._live_cache
@@ -959,7 +968,8 @@ class IngestStage:
         # the dimension views (a row per key and minute: 670K for the sections of a 31-day
         # backfill) keep the retention
         kept = ~F.col("view").isin("clients", *DIMENSION_VIEWS)
-        recent = kept | above(F.col("end_ms"), horizon_ms)
+        inline = self._inline_bounds
+        recent = kept | above(F.col("end_ms"), horizon_ms, inline)
         measures = (
             "requests",
             "bytes",
@@ -977,7 +987,7 @@ class IngestStage:
         zero = F.lit(0).cast("bigint")
         changed = (
             F.col("touched")
-            & above(F.col("end_ms"), horizon_ms)
+            & above(F.col("end_ms"), horizon_ms, inline)
             & self._complete("trending_pages", F.col("start_ms"))
         )
         window_columns = (
@@ -1019,7 +1029,7 @@ class IngestStage:
         merged = merged_sessions(merged_input, open_sessions, gap_s, self.single_partition)
         merged = merged.persist(StorageLevel.MEMORY_AND_DISK)  # closed and still open: one pass
         cached.append(merged)
-        closed, still_open = split_sessions(merged, gap_s, next_watermark)
+        closed, still_open = split_sessions(merged, gap_s, next_watermark, self._inline_bounds)
         since = self.since.get("sessions")
         if since is not None:  # a visitor seen before `since` may have started earlier
             closed = closed.where(
