@@ -246,7 +246,7 @@ def micro_batches(db: Path) -> dict[str, Any]:
         "count": len(rows),
         "duration_s_p50_p95_max": [
             round(statistics.median(seconds), 2),
-            round(statistics.quantiles(seconds, n=20)[18], 2),
+            round(statistics.quantiles(seconds, n=20, method="inclusive")[18], 2),
             round(max(seconds), 2),
         ],
         "input_rows_median": statistics.median(r[1] or 0 for r in rows),
@@ -345,8 +345,8 @@ def live(
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     latencies: list[float] = []
-    # (s since the feed began, RSS, state rows, the JVM's heap)
-    samples: list[tuple[float, float, int | None, dict[str, float] | None]] = []
+    # (s since the feed began, RSS by process, state rows, the JVM's heap)
+    samples: list[tuple[float, dict[str, float], int | None, dict[str, float] | None]] = []
     pending = 0
     began = time.monotonic()
     deadline = began + seconds
@@ -354,9 +354,8 @@ def live(
         newest = progress(db)
         now = time.monotonic()
         if now <= deadline and (not samples or now - began - samples[-1][0] >= 5):
-            samples.append(
-                (now - began, tree_rss_mb(proc.pid), state_rows(db), jvm_heap_mb(proc.pid))
-            )
+            rss = rss_mb_by_process(proc.pid)
+            samples.append((now - began, rss, state_rows(db), jvm_heap_mb(proc.pid)))
         while pending < len(landed) and newest is not None and landed[pending][1] <= newest:
             latencies.append(now - landed[pending][0])
             pending += 1
@@ -373,7 +372,13 @@ def live(
     batches = micro_batches(db)
     shutil.rmtree(tmp, ignore_errors=True)
     fed = len(landed) * per_tick
-    qs = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else [None] * 19
+    qs = (
+        statistics.quantiles(latencies, n=20, method="inclusive")
+        if len(latencies) > 1
+        else [None] * 19
+    )
+    by_process = samples
+    samples = [(t, rss["total"], rows, heap) for t, rss, rows, heap in by_process]
     return {
         "event_time": "wall clock" if wall_clock else "replayed (1995)",
         "rate_lines_per_s": rate,
@@ -397,22 +402,44 @@ def live(
         # committed heap, which the collector grows towards spark.driver.memory
         "every_30_s": [
             {"s": round(t), "rss_mb": rss, "state_rows": rows, "jvm_heap_mb": heap}
-            for t, rss, rows, heap in samples
+            for t, rss, rows, heap in by_process
             if round(t) % 30 < 5
         ],
+        # a run of 20 minutes or more: the last 10 minutes, after the watermark's delay has
+        # filled the state (first and last minute of them)
+        **(steady_state(samples, seconds) if seconds >= 1200 else {}),
     }
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory (MiB) of ``pid`` and every process under it (Linux ``/proc``)."""
-    total = 0
+def steady_state(samples: list[tuple], seconds: int) -> dict[str, object]:
+    """RSS, state rows and committed heap over the last 10 minutes of a run: the medians of
+    their first and last minute, and the change between them in percent."""
+    start = seconds - 600
+    late = [(t - start, *rest) for t, *rest in samples if t >= start]
+    out: dict[str, object] = {"steady_from_s": start}
+    for name, i in (("rss_mb", 1), ("state_rows", 2)):
+        first, last = first_last_minute(late, i)
+        out[f"steady_{name}_first_last_minute"] = [first, last]
+        if first and last:
+            out[f"steady_{name}_change_pct"] = round(100 * (last - first) / first, 1)
+    return out
+
+
+def rss_mb_by_process(pid: int) -> dict[str, float]:
+    """Resident memory (MiB) of ``pid`` and every process under it (Linux ``/proc``): in
+    total, of the JVM, of ``pid`` itself (the Python driver) and of the Python workers."""
+    kb = {"total": 0, "jvm": 0, "python_driver": 0, "python_workers": 0}
     for p in _tree(pid):
         try:
             status = Path(f"/proc/{p}/status").read_text()
+            exe = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]
         except OSError:
             continue
-        total += next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS")), 0)
-    return round(total / 1024, 1)
+        rss = next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS")), 0)
+        kind = "python_driver" if p == pid else "jvm" if b"java" in exe else "python_workers"
+        kb["total"] += rss
+        kb[kind] += rss
+    return {k: round(v / 1024, 1) for k, v in kb.items()}
 
 
 def _tree(pid: int) -> list[int]:
