@@ -49,6 +49,9 @@ def streamed(request, spark, nasa_day, tmp_path_factory):
     finally:
         pipeline.stop()
     assert pipeline.ingest.single_partition is one_partition  # the path the batches took
+    # adaptive execution is turned off for one-partition micro-batches in the query's own
+    # session (a clone), never in the session that started it
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     # every line counts, in the stream as in the batch report (deduplication is opt-in)
     lines = read_lines(spark, [nasa_day])
     batch_events = events(parse(lines, compile_format("common")))

@@ -133,14 +133,17 @@ class StateSnapshots:
         meta = json.loads((self._dir(earlier[-1]) / "meta.json").read_text(encoding="utf-8"))
         return SnapshotMeta(**meta)
 
-    def read(self, meta: SnapshotMeta, part: str) -> DataFrame:
-        """Frame ``part`` of the snapshot ``meta`` describes (empty when absent)."""
+    def read(self, meta: SnapshotMeta, part: str, spark: SparkSession | None = None) -> DataFrame:
+        """Frame ``part`` of the snapshot ``meta`` describes (empty when absent), in ``spark``
+        (default: the session given at construction; a micro-batch passes its own, so that
+        the state is planned with the micro-batch's settings)."""
+        spark = spark if spark is not None else self.spark
         schema = self.schemas[part]
         path = self._dir(meta.batch_id) / "state"
         if meta.batch_id < 0 or not path.is_dir():
-            return self.spark.createDataFrame([], schema)
+            return spark.createDataFrame([], schema)
         return (
-            self.spark.read.schema(self.schema)
+            spark.read.schema(self.schema)
             .parquet(str(path))
             .where(self._part_filters[part])
             .select(f"{part}.*")
