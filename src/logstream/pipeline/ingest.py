@@ -492,7 +492,7 @@ class IngestStage:
         had it otherwise. With one partition it has no partitions to coalesce or split, and
         it would make each stage a Spark job of its own, planned again (a warm make-run-sized
         micro-batch, ``bench/profile_microbatch.py --chunk-lines 400 --chunks 25``, 2 cores:
-        21.7 → 13.7 jobs, addBatch median 2.39–2.52 s → 2.13 s). A large micro-batch keeps
+        21.7 → 13.8 jobs, addBatch median 2.39–2.52 s → 2.21 s). A large micro-batch keeps
         it: it coalesces the partitions of large shuffles. ``spark`` is the streaming query's
         own session (``foreachBatch`` hands a clone of the one that started it), so the
         setting stays within the query."""
