@@ -354,8 +354,9 @@ def live(
         newest = progress(db)
         now = time.monotonic()
         if now <= deadline and (not samples or now - began - samples[-1][0] >= 5):
-            rss = rss_mb_by_process(proc.pid)
-            samples.append((now - began, rss, state_rows(db), jvm_heap_mb(proc.pid)))
+            samples.append(
+                (now - began, rss_mb_by_process(proc.pid), state_rows(db), jvm_heap_mb(proc.pid))
+            )
         while pending < len(landed) and newest is not None and landed[pending][1] <= newest:
             latencies.append(now - landed[pending][0])
             pending += 1
@@ -377,8 +378,8 @@ def live(
         if len(latencies) > 1
         else [None] * 19
     )
-    by_process = samples
-    samples = [(t, rss["total"], rows, heap) for t, rss, rows, heap in by_process]
+    # the same samples with the total RSS only
+    totals = [(t, rss["total"], rows, heap) for t, rss, rows, heap in samples]
     return {
         "event_time": "wall clock" if wall_clock else "replayed (1995)",
         "rate_lines_per_s": rate,
@@ -393,27 +394,27 @@ def live(
         "micro_batches": batches,
         # the pipeline's processes (driver, JVM, Python workers) and its analytics state
         # rows, every 5 s: the first and the last minute's medians, and every 30 s
-        "rss_mb_first_last_minute": first_last_minute(samples, 1),
-        "state_rows_first_last_minute": first_last_minute(samples, 2),
+        "rss_mb_first_last_minute": first_last_minute(totals, 1),
+        "state_rows_first_last_minute": first_last_minute(totals, 2),
         "jvm_heap_committed_mb_first_last_minute": first_last_minute(
-            [(t, rss, rows, heap and heap["committed"]) for t, rss, rows, heap in samples], 3
+            [(t, rss, rows, heap and heap["committed"]) for t, rss, rows, heap in totals], 3
         ),
         # the JVM's heap (MiB, committed and used) and metaspace: the RSS follows the
         # committed heap, which the collector grows towards spark.driver.memory
         "every_30_s": [
             {"s": round(t), "rss_mb": rss, "state_rows": rows, "jvm_heap_mb": heap}
-            for t, rss, rows, heap in by_process
+            for t, rss, rows, heap in samples
             if round(t) % 30 < 5
         ],
         # a run of 20 minutes or more: the last 10 minutes, after the watermark's delay has
         # filled the state (first and last minute of them)
-        **(steady_state(samples, seconds) if seconds >= 1200 else {}),
+        **(steady_state(totals, seconds) if seconds >= 1200 else {}),
     }
 
 
 def steady_state(samples: list[tuple], seconds: int) -> dict[str, object]:
-    """RSS, state rows and committed heap over the last 10 minutes of a run: the medians of
-    their first and last minute, and the change between them in percent."""
+    """Total RSS and state rows over the last 10 minutes of a run: the medians of their first
+    and last minute, and the change between them in percent."""
     start = seconds - 600
     late = [(t - start, *rest) for t, *rest in samples if t >= start]
     out: dict[str, object] = {"steady_from_s": start}
@@ -432,14 +433,23 @@ def rss_mb_by_process(pid: int) -> dict[str, float]:
     for p in _tree(pid):
         try:
             status = Path(f"/proc/{p}/status").read_text()
-            exe = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]
+            exe = _executable(p)
         except OSError:
             continue
         rss = next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS")), 0)
-        kind = "python_driver" if p == pid else "jvm" if b"java" in exe else "python_workers"
+        kind = "python_driver" if p == pid else "jvm" if _is_jvm(exe) else "python_workers"
         kb["total"] += rss
         kb[kind] += rss
     return {k: round(v / 1024, 1) for k, v in kb.items()}
+
+
+def _executable(pid: int) -> bytes:
+    """The program ``pid`` runs (the first word of its command line); OSError once gone."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+
+
+def _is_jvm(executable: bytes) -> bool:
+    return b"java" in executable
 
 
 def _tree(pid: int) -> list[int]:
@@ -468,7 +478,7 @@ def jvm_heap_mb(pid: int) -> dict[str, float] | None:
         return None
     for p in _tree(pid):
         try:
-            if b"java" not in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]:
+            if not _is_jvm(_executable(p)):
                 continue
         except OSError:
             continue

@@ -487,18 +487,19 @@ class IngestStage:
         since = self.since.get(output)
         return F.lit(True) if since is None else start > F.lit(since)
 
-    def _adapt(self, spark: Any) -> None:
+    def _adapt(self) -> None:
         """Adaptive query execution off for a micro-batch in one partition, as the session
         had it otherwise. With one partition it has no partitions to coalesce or split, and
         it would make each stage a Spark job of its own, planned again (a warm make-run-sized
         micro-batch, ``bench/profile_microbatch.py --chunk-lines 400 --chunks 25``, 2 cores:
         21.7 → 13.8 jobs, addBatch median 2.39–2.52 s → 2.21 s). A large micro-batch keeps
-        it: it coalesces the partitions of large shuffles. ``spark`` is the streaming query's
-        own session (``foreachBatch`` hands a clone of the one that started it), so the
-        setting stays within the query."""
+        it: it coalesces the partitions of large shuffles. It is set in the micro-batch's
+        session, the streaming query's own (``foreachBatch`` hands a clone of the one that
+        started it), so the setting stays within the query."""
+        conf = self._spark.conf
         if self._adaptive_default is None:
-            self._adaptive_default = spark.conf.get(_ADAPTIVE, "true")
-        spark.conf.set(_ADAPTIVE, "false" if self.single_partition else self._adaptive_default)
+            self._adaptive_default = conf.get(_ADAPTIVE, "true")
+        conf.set(_ADAPTIVE, "false" if self.single_partition else self._adaptive_default)
 
     @property
     def _inline_bounds(self) -> bool:
@@ -620,7 +621,7 @@ class IngestStage:
             return None, prev, {}
         lines = write.events + write.late_events + write.quarantined
         self.single_partition = lines <= s.single_partition_rows
-        self._adapt(parsed.sparkSession)
+        self._adapt()
         newest = max(prev.max_event_ms or 0, write.max_event_time_ms or 0) or None
         next_watermark = s.watermark_at(newest)
         since = _since(prev, s.outputs)
@@ -720,8 +721,8 @@ class IngestStage:
             return None
         final_until = prev.final_until_ms
         # windows ending in (final_until, next_watermark] became final in this micro-batch
-        # (bounds out of the generated code but in a large micro-batch: logstream.analytics.
-        # bounds)
+        # (the bounds kept out of the generated code, but in a large micro-batch: see
+        # logstream.analytics.bounds)
         inline = self._inline_bounds
         newly_final = at_most(F.col("end_ms"), next_watermark, inline) & (
             F.lit(True) if final_until is None else above(F.col("end_ms"), final_until, inline)
