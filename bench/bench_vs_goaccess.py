@@ -37,9 +37,11 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    counted in the store's ``traffic_per_minute`` reach the lines landed up to it.
    ``--live-clock`` chooses (default: both). With the wall clock the input goes round, so
    ``--live-seconds 600`` is the 10-minute soak. Both report the resident memory of the
-   pipeline's processes and its analytics state rows, sampled every 5 s, and the ingest
+   pipeline's processes (in total, and of the JVM, the Python driver and the Python
+   workers), the JVM's heap and its analytics state rows, sampled every 5 s, and the ingest
    query's micro-batches (count, duration p50/p95/max, input rows) from the store's
-   ``progress`` table.
+   ``progress`` table; a run of 20 minutes or more (``--live-seconds 1200``) also reports
+   its last 10 minutes (``steady_*``: total RSS and state rows, first and last minute).
 
 Ratios are GoAccess's wall time over logstream's (> 1: logstream is faster). Writes
 ``bench/results/vs-goaccess.json``.
