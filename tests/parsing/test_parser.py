@@ -178,3 +178,27 @@ def test_huge_fields_parse_without_failing_the_job(spark):
     assert rows["h1"].protocol == "HTTP/1.0"
     assert rows["h2"].url_path == "/x" and rows["h2"].protocol is None  # too many skipped words
     assert rows["h3"].method is None and rows["h3"].status == 400
+
+
+def _rewrites_per_line(frame) -> int:
+    """How many times the executed plan evaluates the format's regular-expression rewrite:
+    one node's project holds it twice (the match test and the split share it, one
+    subexpression), so a plan that parses each line once has exactly 2."""
+    return frame._jdf.queryExecution().executedPlan().toString().count("regexp_replace(")
+
+
+def test_events_and_quarantine_parse_each_line_once_whatever_filter_follows(spark, nasa_day):
+    # Spark pushes a filter below the projection it reads, copying every typed field's
+    # expression (and so the regular expression) into it: events() once ran it 5 times a line
+    from logstream.rules.stream import alert_stream
+
+    lines = read_lines(spark, [nasa_day])
+    parsed = parse(lines, compile_format("common"))
+    assert _rewrites_per_line(parsed) == 2
+    assert _rewrites_per_line(events(parsed)) == 2
+    assert _rewrites_per_line(quarantine(parsed)) == 2
+    assert _rewrites_per_line(events(parsed).where(F.col("status") == 404)) == 2
+    assert _rewrites_per_line(alert_stream(lines.select("value"), compile_format("common"))) == 2
+    # and the fence keeps every row and value: the day's 404s counted both ways
+    plain = parsed.where(F.col("quarantine_reason").isNull() & (F.col("status") == 404)).count()
+    assert events(parsed).where(F.col("status") == 404).count() == plain == 348

@@ -8,7 +8,7 @@ from logstream.parsing.logformat import (
     CompiledFormat,
     compile_format,
 )
-from logstream.parsing.parser import REASON_COLUMN, events, parse, quarantine
+from logstream.parsing.parser import REASON_COLUMN, events, fenced, parse, quarantine
 
 __all__ = [
     "COMBINED",
@@ -19,6 +19,7 @@ __all__ = [
     "compile_format",
     "detect_format",
     "events",
+    "fenced",
     "parse",
     "quarantine",
     "resolve_format",
