@@ -322,3 +322,33 @@ def test_a_bad_or_unreachable_postgresql_url_is_rejected_at_start(tmp_path, chun
     err = " ".join(capsys.readouterr().err.split())
     assert closed in err and "cannot connect to PostgreSQL" in err
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+def _backends(url: str) -> int:
+    """Client connections to the database of ``url`` other than this one."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        (n,) = conn.execute(
+            "SELECT COUNT(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return n
+
+
+def test_prometheus_scrapes_of_a_postgresql_store_leave_no_connection_open(postgres_url):
+    from logstream.monitoring.prometheus import scrape
+
+    store = open_store(postgres_url)
+    try:
+        assert store.commit_ingest_batch("ingest", batch(0)) is True
+    finally:
+        store.close()
+    assert _backends(postgres_url) == 0
+    for _ in range(5):
+        text = scrape(postgres_url).decode()
+        assert "logstream_up 1.0" in text
+        assert "logstream_events_total 3.0" in text
+    # each scrape opened a pool (one connection at least) and closed it again
+    deadline = time.monotonic() + 10
+    while _backends(postgres_url) and time.monotonic() < deadline:
+        time.sleep(0.05)  # a closed backend leaves pg_stat_activity a moment later
+    assert _backends(postgres_url) == 0

@@ -47,6 +47,8 @@ from prometheus_client.registry import Collector
 if TYPE_CHECKING:
     from flask import Flask
 
+    from logstream.serving import ServingStore
+
 __all__ = ["METRICS_PATH", "StoreCollector", "add_metrics_route", "scrape"]
 
 #: Where the dashboard serves the metrics (the path of Spark's ``PrometheusServlet``).
@@ -98,6 +100,12 @@ class StoreCollector(Collector):
         from logstream.serving import open_store
 
         store = open_store(self.store, read_only=True)
+        try:  # a PostgreSQL store opens a connection pool per scrape: closed after it
+            yield from self._metrics(store)
+        finally:
+            store.close()
+
+    def _metrics(self, store: ServingStore) -> Iterator[Metric]:
         counters = store.counters()
         for key, name, doc in _COUNTERS:
             family = CounterMetricFamily(name, doc)
