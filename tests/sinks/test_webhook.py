@@ -88,6 +88,44 @@ def test_a_replayed_batch_is_skipped_by_the_ledger(tmp_path, nasa_events):
     assert Counter(row_key(r) for r in received) == expected
 
 
+def test_the_ledger_keeps_the_last_epochs_only_and_still_skips_a_replay(tmp_path, nasa_events):
+    df, _ = nasa_events
+    ledger = tmp_path / "ledger"
+    part = df.limit(600).repartition(2)  # two partitions: partition 1's markers pruned too
+    with HookServer() as server:
+        for epoch in range(8):
+            post_batch(
+                part,
+                server.url,
+                epoch,
+                "events",
+                ledger_dir=str(ledger),
+                partitions=2,
+                retain_epochs=3,
+                **FAST,
+            )
+        kept = sorted(p.name for p in (ledger / "events").iterdir())
+        # each epoch's partition 0 pruned what is more than 3 epochs older
+        assert len(kept) == 8
+        assert {n.split("-")[0] for n in kept} == {"epoch=4", "epoch=5", "epoch=6", "epoch=7"}
+        sent = len(server.keys)
+        post_batch(
+            part,
+            server.url,
+            7,
+            "events",
+            ledger_dir=str(ledger),
+            partitions=2,
+            retain_epochs=3,
+            **FAST,
+        )  # the newest epoch replayed: skipped
+        assert len(server.keys) == sent
+    assert WebhookWriter("http://127.0.0.1:9/h", name="events", ledger_dir=str(ledger)).prune(
+        100
+    ) == len(kept)
+    assert list((ledger / "events").iterdir()) == []
+
+
 def test_a_batch_that_failed_half_way_resends_the_same_keys(tmp_path, nasa_events):
     df, expected = nasa_events
     ledger = str(tmp_path / "ledger")

@@ -18,6 +18,10 @@ when a task dies half-way through a partition. How it gets there, in order:
    the micro-batch, and the query replays it on restart;
 4. ``close(None)`` POSTs the last rows and only then writes the marker (write to a temporary
    name, then an atomic rename). ``close(error)`` writes nothing, so the partition is re-sent.
+   The writer of partition 0 then deletes the markers of epochs more than ``retain_epochs``
+   (default 100, Spark's ``spark.sql.streaming.minBatchesToRetain``) before its own: a
+   restarted query replays only its last, uncommitted epoch, so those are never read again,
+   and a query that runs for weeks keeps a ledger of bounded size.
 
 Use it directly on a streaming DataFrame (``writeStream.foreach(WebhookWriter(url))``: Spark
 calls ``open``/``process``/``close`` per partition and epoch, in micro-batch and continuous
@@ -61,6 +65,7 @@ from pyspark.sql import DataFrame, Row
 from logstream.errors import ConfigError, LogstreamError
 
 __all__ = [
+    "RETAIN_EPOCHS",
     "WebhookDeliveryError",
     "WebhookWriter",
     "check_webhook_url",
@@ -71,6 +76,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9_.]+$")
+#: A ledger marker's file name; group 1 is its epoch.
+_MARKER = re.compile(r"epoch=(-?\d+)-partition=\d+\.done")
+#: Epochs of ledger markers a writer keeps before its newest (Spark's default of
+#: ``spark.sql.streaming.minBatchesToRetain``: the checkpoint keeps as many batches).
+RETAIN_EPOCHS = 100
 #: HTTP statuses retried besides 5xx: request timeout and too many requests.
 _RETRIED_4XX = frozenset({408, 429})
 #: Longest wait between two attempts, whatever the backoff or ``Retry-After`` asks.
@@ -171,6 +181,9 @@ class WebhookWriter:
         Socket timeout of one attempt, in seconds.
     batch_rows : int, default 500
         Rows per POST; a partition with more rows is sent in several chunks.
+    retain_epochs : int, default 100
+        Epochs of markers kept before the newest (every partition's); older ones are
+        deleted by partition 0's ``close``. At least 1: a replay concerns the last epoch only.
 
     Raises
     ------
@@ -201,6 +214,7 @@ class WebhookWriter:
         backoff_s: float = 0.2,
         timeout_s: float = 10.0,
         batch_rows: int = 500,
+        retain_epochs: int = RETAIN_EPOCHS,
     ) -> None:
         self.url = check_webhook_url(url)
         if not _NAME.match(name):
@@ -213,6 +227,7 @@ class WebhookWriter:
             ("backoff_s", backoff_s, 0),
             ("timeout_s", timeout_s, 1e-9),
             ("batch_rows", batch_rows, 1),
+            ("retain_epochs", retain_epochs, 1),
         ):
             if number < low:
                 raise ConfigError(f"webhook {label}={number!r} is too small: use {low} or more")
@@ -222,6 +237,7 @@ class WebhookWriter:
         self.backoff_s = float(backoff_s)
         self.timeout_s = float(timeout_s)
         self.batch_rows = int(batch_rows)
+        self.retain_epochs = int(retain_epochs)
         self._reset(-1, -1)
 
     def _reset(self, partition: int, epoch: int) -> None:
@@ -270,6 +286,8 @@ class WebhookWriter:
                 json.dumps({"rows": self._rows_sent, "chunks": self._chunk, "url": self.url})
             )
             temporary.replace(marker)
+            if self._partition == 0:
+                self.prune(self._epoch - self.retain_epochs)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -281,6 +299,22 @@ class WebhookWriter:
         """Whether the ledger records (partition, epoch) as delivered (False without one)."""
         marker = self._marker(partition, epoch)
         return marker is not None and marker.exists()
+
+    def prune(self, before_epoch: int) -> int:
+        """Delete the ledger's markers of epochs before ``before_epoch``; returns how many.
+
+        Markers of other writers' temporary names and unknown files are left alone.
+        """
+        if self.ledger_dir is None:
+            return 0
+        folder = Path(self.ledger_dir) / self.name
+        removed = 0
+        for entry in folder.glob("epoch=*-partition=*.done"):
+            found = _MARKER.fullmatch(entry.name)
+            if found and int(found.group(1)) < before_epoch:
+                entry.unlink(missing_ok=True)  # another partition's close may prune it too
+                removed += 1
+        return removed
 
     def _marker(self, partition: int, epoch: int) -> Path | None:
         if self.ledger_dir is None:
