@@ -21,13 +21,19 @@ bench/bench_floor.py --step NAME``), timed from outside, one after the other:
    smallest analytics a report needs;
 7. ``parse_write``: the events written as the ``events/`` Parquet output, nothing else.
 
+``--logstream-rows`` adds rows of ``bench_vs_goaccess.py`` to the same run, so logstream's
+ratios and the floor's are measured together: ``batch`` (``logstream batch DIR --json``),
+``backfill_ingest`` and ``backfill_full`` (``logstream run``'s available-now backfill, every
+file in one micro-batch; ingest only, every output).
+
 Each step is a lower bound for every step after it; ``parse_write`` is the least a backfill
 that writes its events does. Ratios are GoAccess's wall time over the step's (> 1: faster).
-Writes ``bench/results/floor.json``.
+Writes ``bench/results/floor.json`` (``--out`` another file).
 
 Usage::
 
-    python bench/bench_floor.py [--days 31] [--repeat 1]
+    python bench/bench_floor.py [--days 31] [--repeat 1] [--out FILE]
+        [--logstream-rows batch,backfill_ingest,backfill_full]
 """
 
 from __future__ import annotations
@@ -43,11 +49,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_vs_goaccess import ensure_goaccess, timed
+from bench.bench_vs_goaccess import LOGSTREAM, backfill, ensure_goaccess, timed
 from bench.build_july import build_july, input_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STEPS = ("python", "session", "read", "parse", "parse_agg", "parse_write")
+#: Rows of ``bench_vs_goaccess.py`` that ``--logstream-rows`` adds to the run.
+LOGSTREAM_ROWS = ("batch", "backfill_ingest", "backfill_full")
 
 
 def run_step(step: str, folder: Path, out: Path) -> None:
@@ -106,11 +114,23 @@ def timed_step(step: str, folder: Path) -> float:
     environment of :func:`bench.bench_vs_goaccess.timed`: no Spark UI)."""
     out = Path(tempfile.mkdtemp(prefix="bench-floor-"))
     try:
-        return timed(
-            [sys.executable, __file__, "--step", step, "--folder", str(folder), "--out", str(out)]
-        )
+        child = [sys.executable, __file__, "--step", step, "--folder", str(folder)]
+        return timed([*child, "--step-out", str(out)])
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def time_logstream(row: str, files: list[Path]) -> float:
+    """Wall seconds of one of :data:`LOGSTREAM_ROWS`, as ``bench_vs_goaccess.py`` runs it."""
+    if row == "batch":
+        out = Path(tempfile.mkdtemp(prefix="bench-floor-batch-"))
+        try:
+            folder = str(files[0].parent)
+            cmd = [*LOGSTREAM, "batch", folder, "--format", "common", "--quiet"]
+            return timed([*cmd, "--json", str(out / "r.json")])
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+    return backfill(files, len(files), "none" if row == "backfill_ingest" else "all")
 
 
 def timed_goaccess(files: list[Path]) -> float:
@@ -127,12 +147,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--days", type=int, default=31)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each step (median reported)")
+    ap.add_argument("--out", dest="results", type=Path, default=RESULTS / "floor.json")
+    ap.add_argument(
+        "--logstream-rows",
+        default="",
+        help="also time these logstream commands in the same run, comma-separated: "
+        f"{', '.join(LOGSTREAM_ROWS)}",
+    )
     ap.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--step-out", dest="step_out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    rows_asked = [r.strip() for r in args.logstream_rows.split(",") if r.strip()]
+    unknown = set(rows_asked) - set(LOGSTREAM_ROWS)
+    if unknown:
+        raise SystemExit(f"unknown rows {sorted(unknown)}: choose from {', '.join(LOGSTREAM_ROWS)}")
     if args.step:
-        run_step(args.step, args.folder, args.out)
+        run_step(args.step, args.folder, args.step_out)
         return
     files = build_july(input_dir(args.days), args.days)
     lines = sum(1 for f in files for _ in f.open("rb"))
@@ -141,6 +172,8 @@ def main() -> None:
         runs["goaccess"].append(timed_goaccess(files))
         for step in STEPS:
             runs.setdefault(step, []).append(timed_step(step, input_dir(args.days)))
+        for row in rows_asked:  # as bench_vs_goaccess.py runs them
+            runs.setdefault(row, []).append(time_logstream(row, files))
     goaccess = statistics.median(runs["goaccess"])
     rows = {}
     for step, times in runs.items():
@@ -150,7 +183,7 @@ def main() -> None:
             "runs_s": [round(t, 2) for t in times],
             "vs_goaccess": round(goaccess / wall, 3),
         }
-        print(f"{step:<12} {wall:7.2f} s  {goaccess / wall:6.3f}x GoAccess")
+        print(f"{step:<16} {wall:7.2f} s  {goaccess / wall:6.3f}x GoAccess")
     result = {
         "input": f"NASA day x{len(files)} (bench/build_july.py), {lines:,} lines",
         "machine": (
@@ -159,8 +192,8 @@ def main() -> None:
         "budget_at_0_5x_s": round(goaccess / 0.5, 2),
         "rows": rows,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "floor.json").write_text(json.dumps(result, indent=2) + "\n")
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
