@@ -10,7 +10,13 @@ import pytest
 from pyspark.sql import functions as F
 
 from logstream.parsing import compile_format
-from logstream.rules import ALERT_COLUMNS, SCANNER_PATTERN, alert_stream, match_rules
+from logstream.rules import (
+    ALERT_COLUMNS,
+    SCANNER_PATTERN,
+    UNPARSEABLE,
+    alert_stream,
+    match_rules,
+)
 from tests.conftest import COMBINED, NASA_JUL_2000, TWIKI_CRLF, data_file
 
 #: Hand-written lines, labelled as such: scanner signatures the real samples lack (a dot-file,
@@ -112,12 +118,45 @@ def test_hand_written_signatures_are_each_flagged(flagged):
     assert set(HAND_WRITTEN_COMMON + HAND_WRITTEN_COMBINED) <= lines
 
 
+def test_the_real_samples_have_no_unparseable_line(flagged):
+    got, _ = flagged
+    assert [k for counter in got.values() for k in counter if k[1] == (UNPARSEABLE,)] == []
+
+
+def test_unparseable_lines_are_alerts_with_their_reason_never_dropped(spark):
+    good = HAND_WRITTEN_COMMON[4]  # a 500: a server_error alert
+    lines = [
+        good,
+        "this is not a log line",
+        'h2 - - [09/Jul/1995:00:00:03 -0400] "GET / HTTP/1.0" 2x0 12',
+        'h4 - - [09/Jul/1995:00:00:03 -0400] "GET /x HTTP/1.0" 500 1.5',  # a 500, bad bytes
+        'h5 - - [09/Jul/1995:00:00:04 -0400] "GET / HTTP/1.0" 200 1',  # no rule: no alert
+    ]
+    df = spark.createDataFrame([(line,) for line in lines], "value string")
+    rows = alert_stream(df, compile_format("common")).collect()
+    got = sorted((r.raw_line, r.rule, tuple(r.rules), r.reason) for r in rows)
+    assert got == sorted(
+        [
+            (good, "server_error", ("server_error",), None),
+            ("this is not a log line", UNPARSEABLE, (UNPARSEABLE,), "format_mismatch"),
+            (lines[2], UNPARSEABLE, (UNPARSEABLE,), "bad_status"),
+            (lines[3], UNPARSEABLE, (UNPARSEABLE,), "bad_bytes"),
+        ]
+    )
+    # the continuous plan (no fence) gives the same rows
+    continuous = alert_stream(df, compile_format("common"), continuous=True).collect()
+    assert sorted((r.raw_line, r.rule, r.reason) for r in continuous) == [
+        (a, b, d) for a, b, _, d in got
+    ]
+
+
 def test_the_alert_schema_is_the_documented_one(flagged):
     _, schema = flagged
     assert schema.fieldNames()[1:] == list(ALERT_COLUMNS)
     types = {f.name: f.dataType.simpleString() for f in schema.fields}
     assert types["rules"] == "array<string>" and types["status"] == "int"
     assert types["event_time"] == types["received_at"] == types["detected_at"] == "timestamp"
+    assert types["reason"] == "string"
 
 
 def test_nasa_cgi_bin_imagemap_is_not_a_scanner():
@@ -133,6 +172,7 @@ def test_the_public_names_of_logstream_rules_are_pinned():
         "RULES",
         "SCANNER_PATTERN",
         "SCANNER_SIGNATURES",
+        "UNPARSEABLE",
         "alert_stream",
         "match_rules",
         "rule_alerts",

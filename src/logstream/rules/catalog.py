@@ -47,6 +47,7 @@ __all__ = [
     "RULES",
     "SCANNER_PATTERN",
     "SCANNER_SIGNATURES",
+    "UNPARSEABLE",
     "match_rules",
     "rule_alerts",
     "rule_conditions",
@@ -80,6 +81,8 @@ SCANNER_PATTERN = "(?i)(?:" + "|".join(SCANNER_SIGNATURES) + ")"
 
 #: Rule names, most specific first (the order ``rule`` is chosen in).
 RULES: tuple[str, ...] = ("scanner", "auth_failure", "server_error")
+#: The ``rule`` of a line that could not be parsed (its ``reason`` says why).
+UNPARSEABLE = "unparseable"
 
 #: Columns of :func:`rule_alerts`, in order.
 ALERT_COLUMNS: tuple[str, ...] = (
@@ -94,6 +97,7 @@ ALERT_COLUMNS: tuple[str, ...] = (
     "raw_line",
     "received_at",
     "detected_at",
+    "reason",
 )
 
 
@@ -147,6 +151,7 @@ def rule_alerts(
     *,
     received_at: Column | None = None,
     detected_at: bool = True,
+    reason: Column | None = None,
 ) -> DataFrame:
     """Flag events by the rules of :data:`RULES`; stateless, so any trigger can run it.
 
@@ -163,6 +168,11 @@ def rule_alerts(
         Stamp ``detected_at`` with ``current_timestamp()`` (in micro-batch mode: the
         micro-batch's start time). Must be False under the continuous trigger, which refuses
         current-time functions; the column is then null and the sink stamps delivery itself.
+    reason : Column, optional
+        Why a line could not be parsed (the quarantine reason of
+        :func:`logstream.parsing.parse`), null for a parsed event. A row with a reason is an
+        alert of rule :data:`UNPARSEABLE` whatever its fields, so no line is dropped unseen;
+        without ``reason`` every row is taken as an event.
 
     Returns
     -------
@@ -171,7 +181,8 @@ def rule_alerts(
         (array of string), ``event_time`` (timestamp, UTC), ``client_host``, ``method``,
         ``url_path`` (strings), ``status`` (int), ``user_agent`` (string, null for Common Log
         Format), ``raw_line`` (string), ``received_at`` and ``detected_at`` (timestamps,
-        nullable).
+        nullable), ``reason`` (string: a key of :data:`logstream.schema.QUARANTINE_REASONS`
+        for an :data:`UNPARSEABLE` line, else null).
 
     Notes
     -----
@@ -182,15 +193,20 @@ def rule_alerts(
     rules = F.array_compact(
         F.array(*[F.when(cond, F.lit(name)) for name, cond in conditions.items()])
     )
+    why = F.lit(None).cast("string") if reason is None else reason
+    if reason is not None:
+        rules = F.when(reason.isNull(), rules).otherwise(F.array(F.lit(UNPARSEABLE)))
     flagged = events.select(
         "*",
         rules.alias("rules"),
         (received_at if received_at is not None else F.lit(None))
         .cast("timestamp")
         .alias("received_at"),
+        why.alias("_reason"),
     ).where(F.size("rules") > 0)
     computed = {
         "rule": F.get(F.col("rules"), 0),
+        "reason": F.col("_reason"),
         "detected_at": F.current_timestamp() if detected_at else F.lit(None).cast("timestamp"),
     }
     return flagged.select(

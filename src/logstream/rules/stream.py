@@ -33,8 +33,9 @@ def alert_stream(lines: DataFrame, fmt: CompiledFormat, *, continuous: bool = Fa
     Returns
     -------
     DataFrame
-        :data:`~logstream.rules.ALERT_COLUMNS`. Unparseable lines are dropped (the
-        quarantine is an output of ``logstream run``, not of the alert path).
+        :data:`~logstream.rules.ALERT_COLUMNS`. A line that cannot be parsed is an alert of
+        rule ``unparseable`` with its raw text and ``reason`` (the quarantine of the alert
+        path: nothing is dropped unseen, and a wrong ``--format`` shows at the first line).
 
     Notes
     -----
@@ -56,9 +57,9 @@ def alert_stream(lines: DataFrame, fmt: CompiledFormat, *, continuous: bool = Fa
     parsed = parse(lines.select("value", received.alias("source_file")), fmt)
     if not continuous:  # each line parsed once (a Generate: not under the continuous trigger)
         parsed = fenced(parsed)
-    events = parsed.where(F.col(REASON_COLUMN).isNull())
     return rule_alerts(
-        events,
+        parsed,
         received_at=F.col("source_file").try_cast("timestamp"),
         detected_at=not continuous,
+        reason=F.col(REASON_COLUMN),
     )
