@@ -15,6 +15,9 @@ from logstream.cli import main
         (["batch", "{nasa}", "--format", "apache-ish"], "unknown log format 'apache-ish'"),
         (["batch", "{nasa}", "--time-zone", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
         (["batch", "{nasa}", "--master", "bogus"], "not a Spark master URL"),
+        (["batch", "{nasa}", "--conf", "driver.memory=4g"], "--conf 'driver.memory=4g'"),
+        (["batch", "{nasa}", "--conf", "spark.driver.memory"], "expected KEY=VALUE"),
+        (["run", "--input-dir", "{nasa}", "--conf", "spark.x="], "--conf 'spark.x='"),
         (["batch", "{nasa}", "--json", "/nonexistent/dir/r.json"], "does not exist"),
     ],
 )
@@ -46,3 +49,21 @@ def test_file_uris_from_source_file_are_accepted(nasa_day):
     from logstream.sources import expand_inputs
 
     assert expand_inputs([f"file:{nasa_day}", nasa_day.as_uri()]) == [str(nasa_day)] * 2
+
+
+def test_conf_values_reach_the_spark_session(spark, nasa_day, tmp_path):
+    key = "spark.logstream.test.marker"
+    try:
+        args = ["batch", str(nasa_day), "--quiet", "--json", str(tmp_path / "r.json")]
+        assert main([*args, "--conf", f"{key}=on"]) == 0
+        assert spark.conf.get(key) == "on"
+    finally:
+        spark.conf.unset(key)
+
+
+def test_conf_from_a_config_file_table_or_list():
+    from logstream.cli.app import spark_conf
+
+    assert spark_conf({"spark.driver.memory": "4g"}) == {"spark.driver.memory": "4g"}
+    assert spark_conf(["spark.a=1", " spark.b = x=y "]) == {"spark.a": "1", "spark.b": "x=y"}
+    assert spark_conf(None) == {}

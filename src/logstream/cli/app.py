@@ -10,12 +10,14 @@ from rich.console import Console
 from logstream import __version__
 
 __all__ = [
+    "ConfOption",
     "FormatOption",
     "MasterOption",
     "ReferenceOption",
     "app",
     "err_console",
     "given_on_command_line",
+    "spark_conf",
 ]
 
 app = typer.Typer(
@@ -50,6 +52,16 @@ ReferenceOption = Annotated[
         "path segment).",
     ),
 ]
+ConfOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--conf",
+        metavar="KEY=VALUE",
+        help="A Spark setting, as spark-submit's --conf (repeatable), applied after "
+        "logstream's own: e.g. spark.driver.memory=4g, or "
+        "spark.driver.defaultJavaOptions=-Xms2g to size the heap up front.",
+    ),
+]
 MasterOption = Annotated[
     str | None,
     typer.Option(
@@ -79,3 +91,29 @@ def given_on_command_line(ctx: typer.Context, name: str) -> bool:
     """Whether parameter ``name`` was given on the command line (not a default)."""
     source = ctx.get_parameter_source(name)
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+
+
+def spark_conf(values: list[str] | dict[str, object] | None) -> dict[str, str]:
+    """``--conf`` values (``KEY=VALUE`` texts, or a config file's table) as a dict.
+
+    Raises
+    ------
+    ConfigError
+        When a value is not ``KEY=VALUE`` with a ``spark.`` key; the message names it.
+    """
+    from logstream.errors import ConfigError
+
+    if isinstance(values, dict):
+        texts = [f"{key}={value}" for key, value in values.items()]
+    else:
+        texts = [str(v) for v in values or []]
+    conf: dict[str, str] = {}
+    for text in texts:
+        key, _, value = text.partition("=")
+        if not key.strip().startswith("spark.") or not value.strip():
+            raise ConfigError(
+                f"--conf {text!r}: expected KEY=VALUE with a Spark key, e.g. "
+                "--conf spark.driver.memory=4g"
+            )
+        conf[key.strip()] = value.strip()
+    return conf

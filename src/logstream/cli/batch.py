@@ -9,7 +9,14 @@ from typing import Annotated
 
 import typer
 
-from logstream.cli.app import FormatOption, MasterOption, ReferenceOption, app
+from logstream.cli.app import (
+    ConfOption,
+    FormatOption,
+    MasterOption,
+    ReferenceOption,
+    app,
+    spark_conf,
+)
 from logstream.config import SparkSettings, validate_time_zone
 from logstream.errors import ConfigError
 
@@ -60,6 +67,7 @@ def batch(
     reference: ReferenceOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")] = False,
     master: MasterOption = None,
+    conf: ConfOption = None,
 ) -> None:
     """Analyse log files in batch: the book's "most popular URLs per day", GoAccess-style.
 
@@ -82,6 +90,7 @@ def batch(
     from logstream.sources.integrity import check_files, raise_if_corrupt
 
     validate_time_zone(time_zone)
+    extra = spark_conf(conf)  # a bad --conf stops before anything is read
     inputs = expand_inputs(paths)
     for out in (json_path, html_path):
         if out is not None and not out.parent.exists():
@@ -95,7 +104,7 @@ def batch(
     # otherwise the compressed inputs are read to their end while Spark starts and works
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
-    spark = get_spark(SparkSettings.build(master=master))
+    spark = get_spark(SparkSettings.build(master=master, extra=extra))
     lines = read_lines(spark, inputs)
     fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
     if drop_duplicates:

@@ -14,11 +14,13 @@ import typer
 from rich.console import Console
 
 from logstream.cli.app import (
+    ConfOption,
     FormatOption,
     MasterOption,
     ReferenceOption,
     app,
     given_on_command_line,
+    spark_conf,
 )
 from logstream.config import SparkSettings
 from logstream.errors import ConfigError
@@ -379,6 +381,7 @@ def run(
     ] = Path("out/demo"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
     master: MasterOption = None,
+    conf: ConfOption = None,
 ) -> None:
     """Run the streaming pipeline: event-time windows, watermark, late-data channel,
     exactly-once Parquet outputs and a SQLite serving store.
@@ -431,7 +434,7 @@ def run(
         raise ConfigError(f"--rotate-every: {exc}") from exc
 
     sinks = [v["sink"]] if isinstance(v["sink"], str) else list(v["sink"] or ["parquet"])
-    settings = SparkSettings.build(master=v["master"])
+    settings = SparkSettings.build(master=v["master"], extra=spark_conf(v["conf"]))
     cfg = None  # checked before the JVM starts, so a bad option fails at once
     if not demo:
         source = (
