@@ -214,3 +214,12 @@ def test_the_dashboard_shows_the_running_confusion_matrix(streamed):
     page = str(devices_panel(view))
     assert "device-confusion-table" in page and "graph-device-accuracy" in page
     assert len(accuracy_figure(view)["data"]) == 3
+
+
+def test_readings_are_split_once_a_line_whatever_filter_follows(spark):
+    # the filter of good readings, pushed below the parse, copied its split into itself
+    readings = read_readings(spark, [data_file("occupancy_datatest.txt.gz")])
+    plan = readings.where("temperature > 21")._jdf.queryExecution().executedPlan().toString()
+    filters = [line for line in plan.splitlines() if "Filter " in line]
+    assert filters and not any("split(" in line for line in filters), filters
+    assert readings.count() == 2665  # every reading of the UCI test file
