@@ -18,6 +18,7 @@ from logstream.cli import main
         (["batch", "{nasa}", "--conf", "driver.memory=4g"], "--conf 'driver.memory=4g'"),
         (["batch", "{nasa}", "--conf", "spark.driver.memory"], "expected KEY=VALUE"),
         (["run", "--input-dir", "{nasa}", "--conf", "spark.x="], "--conf 'spark.x='"),
+        (["batch", "{nasa}", "--conf", "spark.master=local[1]"], "use --master"),
         (["batch", "{nasa}", "--json", "/nonexistent/dir/r.json"], "does not exist"),
     ],
 )
@@ -66,4 +67,16 @@ def test_conf_from_a_config_file_table_or_list():
 
     assert spark_conf({"spark.driver.memory": "4g"}) == {"spark.driver.memory": "4g"}
     assert spark_conf(["spark.a=1", " spark.b = x=y "]) == {"spark.a": "1", "spark.b": "x=y"}
+    assert spark_conf("spark.a=1") == {"spark.a": "1"}
+    assert spark_conf({"spark": {"ui": {"enabled": True}}}) == {"spark.ui.enabled": "true"}
     assert spark_conf(None) == {}
+
+
+def test_a_bad_conf_in_a_config_file_is_named_before_spark_starts(tmp_path, capsys):
+    config = tmp_path / "run.toml"
+    config.write_text(
+        f'[run]\ninput_dir = "{tmp_path}"\n\n[run.conf]\nspark.sql.session.timeZone = "CET"\n'
+    )
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "spark.sql.session.timeZone=CET" in err and "pins UTC" in err

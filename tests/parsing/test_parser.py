@@ -202,3 +202,12 @@ def test_events_and_quarantine_parse_each_line_once_whatever_filter_follows(spar
     # and the fence keeps every row and value: the day's 404s counted both ways
     plain = parsed.where(F.col("quarantine_reason").isNull() & (F.col("status") == 404)).count()
     assert events(parsed).where(F.col("status") == 404).count() == plain == 348
+
+
+def test_the_fence_keeps_columns_whose_names_hold_dots_or_backticks(spark):
+    from logstream.parsing import fenced
+
+    frame = spark.createDataFrame([(1, "a", 2.5)], "`a.b` int, `c``d` string, e double")
+    out = fenced(frame)
+    assert out.schema == frame.schema
+    assert out.collect() == frame.collect()

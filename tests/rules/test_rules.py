@@ -131,6 +131,8 @@ def test_unparseable_lines_are_alerts_with_their_reason_never_dropped(spark):
         'h2 - - [09/Jul/1995:00:00:03 -0400] "GET / HTTP/1.0" 2x0 12',
         'h4 - - [09/Jul/1995:00:00:03 -0400] "GET /x HTTP/1.0" 500 1.5',  # a 500, bad bytes
         'h5 - - [09/Jul/1995:00:00:04 -0400] "GET / HTTP/1.0" 200 1',  # no rule: no alert
+        'h6 - - [09/Jul/1995:00:00:05 -0400] "GET /wp-login.php HTTP/1.0" 2x0 1',  # a probe
+        "",  # an empty line carries nothing: no alert
     ]
     df = spark.createDataFrame([(line,) for line in lines], "value string")
     rows = alert_stream(df, compile_format("common")).collect()
@@ -140,7 +142,8 @@ def test_unparseable_lines_are_alerts_with_their_reason_never_dropped(spark):
             (good, "server_error", ("server_error",), None),
             ("this is not a log line", UNPARSEABLE, (UNPARSEABLE,), "format_mismatch"),
             (lines[2], UNPARSEABLE, (UNPARSEABLE,), "bad_status"),
-            (lines[3], UNPARSEABLE, (UNPARSEABLE,), "bad_bytes"),
+            (lines[3], UNPARSEABLE, (UNPARSEABLE, "server_error"), "bad_bytes"),
+            (lines[5], UNPARSEABLE, (UNPARSEABLE, "scanner"), "bad_status"),
         ]
     )
     # the continuous plan (no fence) gives the same rows

@@ -93,27 +93,74 @@ def given_on_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
 
 
-def spark_conf(values: list[str] | dict[str, object] | None) -> dict[str, str]:
-    """``--conf`` values (``KEY=VALUE`` texts, or a config file's table) as a dict.
+#: Spark settings ``--conf`` refuses, each with why and what to use instead.
+PINNED_CONF = {
+    "spark.master": "use --master",
+    "spark.sql.session.timeZone": (
+        "logstream pins UTC so that event times are instants (the batch report's calendar "
+        "days: --time-zone)"
+    ),
+    "spark.sql.ansi.enabled": "the parser relies on ANSI mode with try_* functions",
+    "spark.sql.files.ignoreCorruptFiles": (
+        "corrupt files are quarantined with it on (use --strict to stop on one instead)"
+    ),
+    "spark.sql.streaming.stateStore.providerClass": (
+        "the checkpoints are written with the RocksDB state store"
+    ),
+    "spark.driver.extraJavaOptions": (
+        "it would replace logstream's garbage collector and class-data archive: use "
+        "spark.driver.defaultJavaOptions"
+    ),
+}
+
+
+def _flat(table: dict[str, object], prefix: str = "") -> list[str]:
+    """A TOML table as ``KEY=VALUE`` texts: dotted keys written bare (``spark.driver.memory
+    = "4g"`` under ``[run.conf]``) are nested tables, joined again with dots."""
+    texts = []
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            texts.extend(_flat(value, f"{name}."))
+        else:
+            texts.append(f"{name}={str(value).lower() if isinstance(value, bool) else value}")
+    return texts
+
+
+def spark_conf(values: str | list[str] | dict[str, object] | None) -> dict[str, str]:
+    """``--conf`` values (``KEY=VALUE`` texts; in a config file also one text, or a table) as
+    a dict.
 
     Raises
     ------
     ConfigError
-        When a value is not ``KEY=VALUE`` with a ``spark.`` key; the message names it.
+        When a value is not ``KEY=VALUE`` with a ``spark.`` key, or sets one of
+        :data:`PINNED_CONF`; the message names it and the fix.
+
+    Examples
+    --------
+    >>> spark_conf(["spark.driver.memory=4g"])
+    {'spark.driver.memory': '4g'}
+    >>> spark_conf({"spark": {"ui": {"enabled": False}}})
+    {'spark.ui.enabled': 'false'}
     """
     from logstream.errors import ConfigError
 
     if isinstance(values, dict):
-        texts = [f"{key}={value}" for key, value in values.items()]
+        texts = _flat(values)
+    elif isinstance(values, str):
+        texts = [values]
     else:
         texts = [str(v) for v in values or []]
     conf: dict[str, str] = {}
     for text in texts:
-        key, _, value = text.partition("=")
-        if not key.strip().startswith("spark.") or not value.strip():
+        key, _, value = (part.strip() for part in text.partition("="))
+        if not key.startswith("spark.") or not value:
             raise ConfigError(
                 f"--conf {text!r}: expected KEY=VALUE with a Spark key, e.g. "
                 "--conf spark.driver.memory=4g"
             )
-        conf[key.strip()] = value.strip()
+        if key in PINNED_CONF:
+            raise ConfigError(f"--conf {text!r}: {key} is set by logstream; {PINNED_CONF[key]}")
+        conf[key] = value
     return conf

@@ -496,11 +496,11 @@ def run(
         from logstream.pipeline.identity import claim
         from logstream.serving import open_store
 
-        store = open_store(cfg.store_url)
+        serving = open_store(cfg.store_url)
         try:
-            claim(cfg.state_dir, cfg.output_dir, store)
+            claim(cfg.state_dir, cfg.output_dir, serving)
         finally:
-            store.close()  # the pipeline opens its own (a PostgreSQL pool is not left open)
+            serving.close()  # the pipeline opens its own (a PostgreSQL pool is not left open)
     owns_session = SparkSession.getActiveSession() is None
     ref: list[Any] = []
     printer = None if v["quiet"] else _progress_printer(ref)

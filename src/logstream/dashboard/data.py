@@ -1,9 +1,9 @@
 """What the dashboard shows, read from the serving store in one read-only snapshot.
 
-Every refresh takes a read-only connection (:func:`~logstream.serving.open_store` with
-``read_only=True``: a new SQLite connection, or one of the dashboard process's pool for a
-PostgreSQL store), starts one read transaction (``REPEATABLE READ READ ONLY`` on PostgreSQL),
-runs the queries below and ends it. All numbers of one refresh therefore come from the same
+Every refresh takes a read-only connection (a new SQLite connection, or one of the process's
+pool for a PostgreSQL store, :func:`~logstream.serving.shared_reader`), starts one read
+transaction (``REPEATABLE READ READ ONLY`` on PostgreSQL), runs the queries below and ends
+it. All numbers of one refresh therefore come from the same
 committed state of the store (SQLite's WAL mode, PostgreSQL's MVCC: the pipeline keeps
 writing meanwhile), and a SQLite store that is replaced or created between two refreshes is
 picked up by the next one. The SQL is the same for both databases (PostgreSQL's schema has
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,7 +52,7 @@ from typing import Any, Literal, TypeVar
 import psycopg
 
 from logstream.errors import ConfigError
-from logstream.serving import ServingStore, is_postgres_url, open_store, store_file
+from logstream.serving import ServingStore, is_postgres_url, shared_reader, store_file
 from logstream.serving.store import missing_schema
 
 __all__ = [
@@ -630,24 +629,12 @@ def read_snapshot(
         )
 
 
-#: The dashboard process's PostgreSQL readers (one connection pool per URL).
-_PG_READERS: dict[str, ServingStore] = {}
-_PG_LOCK = threading.Lock()
-
-
-def _pg_reader(url: str) -> ServingStore:
-    with _PG_LOCK:
-        if url not in _PG_READERS:
-            _PG_READERS[url] = open_store(url, read_only=True)
-        return _PG_READERS[url]
-
-
 def _read_postgres(
     url: str, filters: Filters, top: int | None, now: datetime, stale_after_s: float
 ) -> Snapshot:
     """:func:`read_snapshot` of a PostgreSQL store, through the process's pool for ``url``."""
     try:
-        store = _pg_reader(url)
+        store = shared_reader(url)  # the process's pool for url
     except ConfigError as exc:  # a malformed URL: never valid, say so on the page
         return Snapshot(
             state="unreadable", message=str(exc), store_path=url, filters=filters, read_at=""

@@ -97,10 +97,13 @@ class StoreCollector(Collector):
         yield from metrics
 
     def _read(self) -> Iterator[Metric]:
-        from logstream.serving import open_store
+        from logstream.serving import is_postgres_url, open_store, shared_reader
 
+        if is_postgres_url(self.store):  # the process's pool, shared with the dashboard
+            yield from self._metrics(shared_reader(str(self.store)))
+            return
         store = open_store(self.store, read_only=True)
-        try:  # a PostgreSQL store opens a connection pool per scrape: closed after it
+        try:
             yield from self._metrics(store)
         finally:
             store.close()

@@ -227,7 +227,8 @@ def fenced(parsed: DataFrame) -> DataFrame:
     filter. The device readings (:func:`logstream.devices.readings.parse_readings`) go
     through it too, in the device pipeline and in the occupancy model's training.
     """
-    return parsed.select(F.inline(F.array(F.struct(*parsed.columns))))
+    columns = [F.col(f"`{name.replace('`', '``')}`") for name in parsed.columns]  # dots too
+    return parsed.select(F.inline(F.array(F.struct(*columns))))
 
 
 def events(parsed: DataFrame) -> DataFrame:

@@ -1,11 +1,13 @@
 """Stateless rule alerts over parsed events: server errors, scanner probes, auth failures.
 
 Every rule is one native boolean expression over one event, so the alert stream is a plain
-projection and filter of the parsed lines: it runs under every trigger, including the continuous
-trigger, which accepts only map-like operators (Spark guide, "Continuous Processing": projections
-and selections; no aggregation, join, union, generator or current-time function). The book
-introduces the same split between per-record signals and the stateful counts built on them
-("Stream Processing with Apache Spark", Ch. 15 "Continuous Processing" for the trigger).
+projection and filter of the parsed lines (under micro-batch triggers behind the parser's
+one-element ``inline``, :func:`logstream.parsing.fenced`): it runs under every trigger,
+including the continuous trigger, which accepts only map-like operators (Spark guide,
+"Continuous Processing": projections and selections; no aggregation, join, union, generator
+or current-time function). The book introduces the same split between per-record signals
+and the stateful counts built on them ("Stream Processing with Apache Spark", Ch. 15
+"Continuous Processing" for the trigger).
 
 Rules
 -----
@@ -19,12 +21,15 @@ rule              an event is flagged when
 ``auth_failure``  its status is 401 (authentication required or refused) or 403
                   (forbidden)
 ``server_error``  its status is 500-599
+``unparseable``   the line does not parse in the given format (:func:`alert_stream`
+                  passes the quarantine reason; ``reason`` says which), empty lines aside
 ================  =====================================================================
 
-One alert row per flagged line: ``rule`` is the first matching rule in the order above (most
-specific first), ``rules`` lists all of them. A *burst* of server errors is a count over these
-per-line signals, done by the consumer (or by a windowed count in micro-batch mode): the
-continuous trigger allows no aggregation.
+One alert row per flagged line: ``rule`` is ``unparseable`` for a line that did not parse,
+else the first matching rule in the order above (most specific first); ``rules`` lists all of
+them. A *burst* of server errors is a count over these per-line signals, done by the
+consumer (or by a windowed count in micro-batch mode): the continuous trigger allows no
+aggregation.
 
 Signatures left out on purpose: a bare ``/cgi-bin/`` prefix (NASA's 1995 server answered
 ``/cgi-bin/imagemap/countdown`` to visitors; 78 of the first 2,000 July lines would be false
@@ -171,8 +176,10 @@ def rule_alerts(
     reason : Column, optional
         Why a line could not be parsed (the quarantine reason of
         :func:`logstream.parsing.parse`), null for a parsed event. A row with a reason is an
-        alert of rule :data:`UNPARSEABLE` whatever its fields, so no line is dropped unseen;
-        without ``reason`` every row is taken as an event.
+        alert of rule :data:`UNPARSEABLE` (its ``rules`` then also name the rules its parsed
+        fields match: a probe with a bad status is still a ``scanner``), so no line is
+        dropped unseen; an empty line (``empty_line``) carries nothing and is no alert.
+        Without ``reason`` every row is taken as an event.
 
     Returns
     -------
@@ -194,8 +201,12 @@ def rule_alerts(
         F.array(*[F.when(cond, F.lit(name)) for name, cond in conditions.items()])
     )
     why = F.lit(None).cast("string") if reason is None else reason
-    if reason is not None:
-        rules = F.when(reason.isNull(), rules).otherwise(F.array(F.lit(UNPARSEABLE)))
+    if reason is not None:  # first, then whatever the fields that did parse still flag
+        rules = F.when(reason.isNull(), rules).otherwise(
+            F.when(reason == F.lit("empty_line"), F.array().cast("array<string>")).otherwise(
+                F.concat(F.array(F.lit(UNPARSEABLE)), rules)
+            )
+        )
     flagged = events.select(
         "*",
         rules.alias("rules"),

@@ -46,8 +46,9 @@ def alert_stream(lines: DataFrame, fmt: CompiledFormat, *, continuous: bool = Fa
     expression (``regexp_replace``, ``split``, ``get``, ``try_cast``, ``try_to_timestamp``) is
     a plain projection, which the continuous trigger accepts. Under micro-batch triggers the
     parsed lines are :func:`~logstream.parsing.fenced`, so Spark evaluates the parse once a
-    line; under the continuous trigger it copies the regular expression into the filter of
-    events (a ``Generate`` is not allowed there), about 4x the parse's CPU.
+    line; under the continuous trigger it copies the regular expression into the alert
+    filter once for each typed field the quarantine reason reads (a ``Generate`` is not
+    allowed there).
     """
     received = (
         F.col("received_at").cast("string")

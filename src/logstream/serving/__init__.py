@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from logstream.errors import ConfigError
@@ -18,6 +19,7 @@ __all__ = [
     "ServingStore",
     "is_postgres_url",
     "open_store",
+    "shared_reader",
     "store_file",
 ]
 
@@ -90,3 +92,27 @@ def open_store(url: Path | str, read_only: bool = False) -> ServingStore:
     path = store_file(text) if text.startswith("sqlite:") else Path(text)
     assert path is not None
     return ServingStore(path.expanduser(), read_only=read_only)
+
+
+#: The process's PostgreSQL readers, one connection pool per URL (:func:`shared_reader`).
+_READERS: dict[str, ServingStore] = {}
+_READERS_LOCK = threading.Lock()
+
+
+def shared_reader(url: str) -> ServingStore:
+    """The process's read-only store of a PostgreSQL ``url``: one connection pool per URL,
+    opened at the first call and shared by every later reader (the dashboard's page
+    refreshes, its Prometheus scrapes). Do not close it.
+
+    Raises
+    ------
+    ConfigError
+        When ``url`` is not a PostgreSQL URL (a SQLite reader is a file opened per call:
+        use :func:`open_store`).
+    """
+    if not is_postgres_url(url):
+        raise ConfigError(f"store {url!r}: shared readers are for PostgreSQL URLs")
+    with _READERS_LOCK:
+        if url not in _READERS:
+            _READERS[url] = open_store(url, read_only=True)
+        return _READERS[url]

@@ -19,9 +19,10 @@ when a task dies half-way through a partition. How it gets there, in order:
 4. ``close(None)`` POSTs the last rows and only then writes the marker (write to a temporary
    name, then an atomic rename). ``close(error)`` writes nothing, so the partition is re-sent.
    The writer of partition 0 then deletes the markers of epochs more than ``retain_epochs``
-   (default 100, Spark's ``spark.sql.streaming.minBatchesToRetain``) before its own: a
-   restarted query replays only its last, uncommitted epoch, so those are never read again,
-   and a query that runs for weeks keeps a ledger of bounded size.
+   (default 100, Spark's ``spark.sql.streaming.minBatchesToRetain``) before the newest epoch
+   of the slowest partition: a restarted query replays from its last epoch that every
+   partition finished, so those are never read again, and a query that runs for weeks keeps
+   a ledger of bounded size.
 
 Use it directly on a streaming DataFrame (``writeStream.foreach(WebhookWriter(url))``: Spark
 calls ``open``/``process``/``close`` per partition and epoch, in micro-batch and continuous
@@ -76,8 +77,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9_.]+$")
-#: A ledger marker's file name; group 1 is its epoch.
-_MARKER = re.compile(r"epoch=(-?\d+)-partition=\d+\.done")
+#: A ledger marker's file name; group 1 is its epoch, group 2 its partition.
+_MARKER = re.compile(r"epoch=(-?\d+)-partition=(\d+)\.done")
 #: Epochs of ledger markers a writer keeps before its newest (Spark's default of
 #: ``spark.sql.streaming.minBatchesToRetain``: the checkpoint keeps as many batches).
 RETAIN_EPOCHS = 100
@@ -182,8 +183,8 @@ class WebhookWriter:
     batch_rows : int, default 500
         Rows per POST; a partition with more rows is sent in several chunks.
     retain_epochs : int, default 100
-        Epochs of markers kept before the newest (every partition's); older ones are
-        deleted by partition 0's ``close``. At least 1: a replay concerns the last epoch only.
+        Epochs of markers kept before the slowest partition's newest; older ones are deleted
+        by partition 0's ``close``. At least 1.
 
     Raises
     ------
@@ -287,7 +288,7 @@ class WebhookWriter:
             )
             temporary.replace(marker)
             if self._partition == 0:
-                self.prune(self._epoch - self.retain_epochs)
+                self._housekeeping()
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -303,18 +304,42 @@ class WebhookWriter:
     def prune(self, before_epoch: int) -> int:
         """Delete the ledger's markers of epochs before ``before_epoch``; returns how many.
 
-        Markers of other writers' temporary names and unknown files are left alone.
+        Other files (a writer's temporary marker, anything else) are left alone.
         """
-        if self.ledger_dir is None:
-            return 0
-        folder = Path(self.ledger_dir) / self.name
         removed = 0
-        for entry in folder.glob("epoch=*-partition=*.done"):
-            found = _MARKER.fullmatch(entry.name)
-            if found and int(found.group(1)) < before_epoch:
-                entry.unlink(missing_ok=True)  # another partition's close may prune it too
+        for entry, epoch, _ in self._markers():
+            if epoch < before_epoch:
+                try:
+                    entry.unlink()
+                except FileNotFoundError:  # another close pruned it first
+                    continue
                 removed += 1
         return removed
+
+    def _markers(self) -> list[tuple[Path, int, int]]:
+        """The ledger's markers: (path, epoch, partition)."""
+        if self.ledger_dir is None:
+            return []
+        found = []
+        for entry in (Path(self.ledger_dir) / self.name).glob("epoch=*-partition=*.done"):
+            match = _MARKER.fullmatch(entry.name)
+            if match:
+                found.append((entry, int(match.group(1)), int(match.group(2))))
+        return found
+
+    def _housekeeping(self) -> None:
+        """Prune the markers more than ``retain_epochs`` before the oldest partition's newest
+        epoch: under the continuous trigger partitions may run apart, and a restart goes back
+        to the last epoch every partition finished, never before the slowest one's newest.
+        A failure here is logged, not raised: the partition was delivered and recorded."""
+        try:
+            newest: dict[int, int] = {}
+            for _, epoch, partition in self._markers():
+                newest[partition] = max(epoch, newest.get(partition, epoch))
+            if newest:
+                self.prune(min(newest.values()) - self.retain_epochs)
+        except OSError as exc:
+            log.warning("webhook %s: the ledger could not be pruned: %s", self.name, exc)
 
     def _marker(self, partition: int, epoch: int) -> Path | None:
         if self.ledger_dir is None:
