@@ -60,7 +60,6 @@ from logstream.devices.readings import (
 )
 from logstream.devices.state import StateConfig, device_transitions
 from logstream.errors import ConfigError, InputPathError
-from logstream.parsing import fenced
 from logstream.pipeline.config import interval_seconds, spark_interval, trigger_value
 
 if TYPE_CHECKING:
@@ -301,8 +300,7 @@ def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[Streami
     lines = reader.load(_input_path(cfg.input)).select(
         "value", F.col("_metadata.file_path").alias("source_file")
     )
-    # each line parsed once, whatever filters the outputs push down (logstream.parsing.fenced)
-    parsed = fenced(parse_readings(lines, cfg.format))
+    parsed = parse_readings(lines, cfg.format)
     readings = with_registry(
         parsed.where(F.col("quarantine_reason").isNull()).drop("raw_line", "quarantine_reason"),
         registry,

@@ -28,6 +28,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from logstream.parsing import fenced
+
 __all__ = [
     "BAD_READING",
     "CONFUSION_COLUMNS",
@@ -95,7 +97,8 @@ def parse_readings(lines: DataFrame, fmt: str = "csv") -> DataFrame:
     -------
     DataFrame
         :data:`READING_SCHEMA` columns plus ``raw_line`` and ``quarantine_reason`` (null for
-        a reading, :data:`BAD_READING` otherwise; the reading columns may then be null).
+        a reading, :data:`BAD_READING` otherwise; the reading columns may then be null),
+        behind :func:`logstream.parsing.fenced`: a filter on them parses each line once.
         Header lines and blank lines are dropped.
 
     Raises
@@ -146,12 +149,16 @@ def parse_readings(lines: DataFrame, fmt: str = "csv") -> DataFrame:
         & (F.col("device") != "")
         & F.col("temperature").isNotNull()
     )
-    return parsed.select(
-        *READING_SCHEMA.fieldNames(),
-        "raw_line",
-        F.when(good, F.lit(None).cast("string"))
-        .otherwise(F.lit(BAD_READING))
-        .alias("quarantine_reason"),
+    # behind a one-element inline, so that the filters of good and bad readings that follow
+    # do not copy the split into themselves: each line is parsed once (logstream.parsing.fenced)
+    return fenced(
+        parsed.select(
+            *READING_SCHEMA.fieldNames(),
+            "raw_line",
+            F.when(good, F.lit(None).cast("string"))
+            .otherwise(F.lit(BAD_READING))
+            .alias("quarantine_reason"),
+        )
     )
 
 

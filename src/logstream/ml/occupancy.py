@@ -132,12 +132,10 @@ def read_readings(spark: SparkSession, paths: Sequence[Path], fmt: str = "csv") 
     """
     from pyspark.sql import functions as F
 
-    from logstream.parsing import fenced
-
     lines = spark.read.text([str(p) for p in paths]).select(
         "value", F.col("_metadata.file_path").alias("source_file")
     )
-    parsed = fenced(parse_readings(lines, fmt))  # each line parsed once, filter or not
+    parsed = parse_readings(lines, fmt)
     return parsed.where(F.col("quarantine_reason").isNull()).drop("raw_line", "quarantine_reason")
 
 

@@ -224,8 +224,8 @@ def fenced(parsed: DataFrame) -> DataFrame:
     A ``Generate`` is not allowed under the continuous trigger (map-like operators only), so
     the continuous rule alerts (:mod:`logstream.rules`) filter without the fence. The
     micro-batch pipeline needs none either: it persists the parsed micro-batch before any
-    filter. The device readings (:func:`logstream.devices.readings.parse_readings`) go
-    through it too, in the device pipeline and in the occupancy model's training.
+    filter. The device readings come out of
+    :func:`logstream.devices.readings.parse_readings` behind it.
     """
     columns = [F.col(f"`{name.replace('`', '``')}`") for name in parsed.columns]  # dots too
     return parsed.select(F.inline(F.array(F.struct(*columns))))

@@ -200,12 +200,13 @@ def rule_alerts(
     rules = F.array_compact(
         F.array(*[F.when(cond, F.lit(name)) for name, cond in conditions.items()])
     )
-    why = F.lit(None).cast("string") if reason is None else reason
+    why = F.lit(None).cast("string")
     if reason is not None:  # first, then whatever the fields that did parse still flag
-        rules = F.when(reason.isNull(), rules).otherwise(
-            F.when(reason == F.lit("empty_line"), F.array().cast("array<string>")).otherwise(
-                F.concat(F.array(F.lit(UNPARSEABLE)), rules)
-            )
+        why = reason
+        rules = (
+            F.when(reason.isNull(), rules)
+            .when(reason == F.lit("empty_line"), F.array().cast("array<string>"))
+            .otherwise(F.concat(F.array(F.lit(UNPARSEABLE)), rules))
         )
     flagged = events.select(
         "*",
