@@ -49,7 +49,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_vs_goaccess import LOGSTREAM, backfill, ensure_goaccess, timed
+from bench.bench_vs_goaccess import (
+    backfill,
+    batch_seconds,
+    ensure_goaccess,
+    goaccess_seconds,
+    timed,
+)
 from bench.build_july import build_july, input_dir
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -122,23 +128,20 @@ def timed_step(step: str, folder: Path) -> float:
 
 def time_logstream(row: str, files: list[Path]) -> float:
     """Wall seconds of one of :data:`LOGSTREAM_ROWS`, as ``bench_vs_goaccess.py`` runs it."""
-    if row == "batch":
-        out = Path(tempfile.mkdtemp(prefix="bench-floor-batch-"))
-        try:
-            folder = str(files[0].parent)
-            cmd = [*LOGSTREAM, "batch", folder, "--format", "common", "--quiet"]
-            return timed([*cmd, "--json", str(out / "r.json")])
-        finally:
-            shutil.rmtree(out, ignore_errors=True)
-    return backfill(files, len(files), "none" if row == "backfill_ingest" else "all")
+    if row != "batch":
+        return backfill(files, len(files), "none" if row == "backfill_ingest" else "all")
+    out = Path(tempfile.mkdtemp(prefix="bench-floor-batch-"))
+    try:
+        return batch_seconds(files, out / "r.json")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def timed_goaccess(files: list[Path]) -> float:
     """Wall seconds of GoAccess on ``files``, as ``bench_vs_goaccess.py`` runs it."""
     out = Path(tempfile.mkdtemp(prefix="bench-floor-goaccess-"))
     try:
-        cmd = [ensure_goaccess(), "-", "--log-format=COMMON", "--no-ip-validation"]
-        return timed([*cmd, "-o", str(out / "r.json")], stdin_files=files)
+        return goaccess_seconds(ensure_goaccess(), files, out / "r.json")
     finally:
         shutil.rmtree(out, ignore_errors=True)
 

@@ -111,6 +111,18 @@ def timed(cmd: list[str], stdin_files: list[Path] | None = None) -> float:
     return seconds
 
 
+def goaccess_seconds(goaccess: str, files: list[Path], report: Path) -> float:
+    """Wall seconds of GoAccess fed ``files`` on stdin, writing its JSON ``report``."""
+    cmd = [goaccess, "-", "--log-format=COMMON", "--no-ip-validation", "-o", str(report)]
+    return timed(cmd, stdin_files=files)
+
+
+def batch_seconds(files: list[Path], report: Path) -> float:
+    """Wall seconds of ``logstream batch`` on the folder of ``files``, writing ``report``."""
+    cmd = [*LOGSTREAM, "batch", str(files[0].parent), "--format", "common", "--quiet"]
+    return timed([*cmd, "--json", str(report)])
+
+
 def landing_dir(files: list[Path], tmp: Path) -> Path:
     """A directory holding exactly ``files`` (symlinks, modification times in day order)."""
     landing = tmp / "landing"
@@ -539,15 +551,10 @@ def main() -> None:
     version = subprocess.run([goaccess, "--version"], capture_output=True, text=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-vs-goaccess-"))
     figures: dict[str, float] = {}
-    figures["goaccess"] = timed(
-        [goaccess, "-", "--log-format=COMMON", "--no-ip-validation", "-o", str(tmp / "g.json")],
-        stdin_files=files,
-    )
-    report_json = str(tmp / "r.json")
-    batch_cmd = [*LOGSTREAM, "batch", str(files[0].parent), "--format", "common"]
+    figures["goaccess"] = goaccess_seconds(goaccess, files, tmp / "g.json")
     per = args.files_per_trigger
     if "batch" in rows:
-        figures["batch"] = timed([*batch_cmd, "--quiet", "--json", report_json])
+        figures["batch"] = batch_seconds(files, tmp / "r.json")
     if "backfill_full" in rows:
         figures["backfill_full"] = backfill(files, per, "all")
     if "backfill_ingest" in rows:
