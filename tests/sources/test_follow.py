@@ -203,6 +203,157 @@ def test_disappeared_file_counts_lost_bytes_and_files(tmp_path):
     assert fifth["lost_bytes"] == behind_size - len("b 0\n")
 
 
+@pytest.fixture(scope="module")
+def day(nasa_day) -> list[str]:
+    return nasa_lines(nasa_day)[:3000]
+
+
+def put(path: Path, lines: list[str]) -> None:
+    append(path, "".join(line + "\n" for line in lines))
+
+
+def copytruncate(log: Path, copy: Path) -> None:
+    """What logrotate's ``copytruncate`` does: copy the log, then truncate it in place."""
+    shutil.copyfile(log, copy)
+    os.truncate(log, 0)
+
+
+@pytest.mark.parametrize("pattern", ["access.log*", "access.log"])
+def test_copytruncate_reads_the_unread_lines_from_the_copy_once(tmp_path, day, pattern):
+    """The lines written after the last micro-batch and before the truncation are in the
+    copy only: read there, from the offset, whether or not the glob matches the copy."""
+    log = tmp_path / "access.log"
+    put(log, day[:100])
+    patterns = check_follow_paths([str(tmp_path / pattern)])
+    seen: dict = {}
+    first = scan(initial_offset(), patterns, seen=seen)
+    assert values(read_between(initial_offset(), first)) == day[:100]
+    put(log, day[100:250])  # never seen by the planner before the rotation
+    copytruncate(log, tmp_path / "access.log.1")
+    put(log, day[250:300])
+    second = scan(roundtrip(first), patterns, seen=seen)
+    assert sorted(values(read_between(first, second))) == sorted(day[100:300])
+    assert (second["truncations"], second["lost_bytes"], second["lost_lines"]) == (1, 0, 0)
+    copy = entry(second, tmp_path / "access.log.1")
+    assert copy["base"] == entry(first, log)["offset"]
+    assert copy["fp"] == entry(first, log)["fp"]
+    third = scan(roundtrip(second), patterns, seen=seen)  # nothing new: no micro-batch
+    assert third == second
+
+
+def test_a_copy_seen_before_the_truncation_is_never_read_twice(tmp_path, day):
+    """logrotate copies, then truncates: a micro-batch planned in between sees two files
+    with the same first bytes. The copy is the followed file: not read; once the original is
+    truncated, the copy continues it."""
+    log = tmp_path / "access.log"
+    put(log, day[:100])
+    patterns = check_follow_paths([str(tmp_path / "access.log*")])
+    seen: dict = {}
+    first = scan(initial_offset(), patterns, seen=seen)
+    put(log, day[100:150])
+    shutil.copyfile(log, tmp_path / "access.log.1")
+    put(log, day[150:160])  # written between the copy and the truncation
+    between = scan(roundtrip(first), patterns, seen=seen)
+    assert [f["path"] for f in between["files"]] == [str(log)]
+    assert values(read_between(first, between)) == day[100:160]
+    os.truncate(log, 0)  # the lines 150-160 are not in the copy, but were read
+    put(log, day[160:170])
+    after = scan(roundtrip(between), patterns, seen=seen)
+    assert values(read_between(between, after)) == day[160:170]
+    assert (after["truncations"], after["lost_bytes"]) == (1, 0)
+
+
+def test_bytes_written_between_copy_and_truncation_count_as_lost(tmp_path, day):
+    """logrotate's own window: lines the planner saw in the original past the copy's end
+    are in neither file once it truncates. They are counted, with a line estimate."""
+    log = tmp_path / "access.log"
+    put(log, day[:100])
+    patterns = check_follow_paths([str(tmp_path / "access.log*")])
+    seen: dict = {}
+    first = scan(initial_offset(), patterns, max_bytes=1, seen=seen)  # one line read
+    shutil.copyfile(log, tmp_path / "access.log.1")
+    window = day[100:112]
+    put(log, window)
+    scan(roundtrip(first), patterns, max_bytes=1, seen=seen)  # sees the window, reads a line
+    os.truncate(log, 0)
+    put(log, day[200:201])
+    # replan from ``first`` as a restarted planner with the same memory would
+    second = scan(roundtrip(first), patterns, seen=seen)
+    lost = sum(len(line) + 1 for line in window)
+    assert second["lost_bytes"] == lost
+    assert second["lost_lines"] == pytest.approx(len(window), abs=2)
+    assert second["lost_files"] == 0
+    assert sorted(values(read_between(first, second))) == sorted(day[1:100] + day[200:201])
+
+
+def test_logrotate_copytruncate_with_delaycompress_over_rotations(tmp_path, day):
+    """``rotate 5``, ``compress``, ``delaycompress``, ``copytruncate`` and the glob
+    ``access.log*``: every line once over four rotations, lines written unread before each."""
+    log = tmp_path / "access.log"
+    patterns = check_follow_paths([str(tmp_path / "access.log*")])
+    seen: dict = {}
+    offset = initial_offset()
+    got: list[str] = []
+    chunks = [day[i : i + 250] for i in range(0, 3000, 250)]
+    for n, chunk in enumerate(chunks):
+        put(log, chunk[:200])
+        end = scan(roundtrip(offset), patterns, seen=seen)
+        got += values(read_between(offset, end))
+        offset = end
+        put(log, chunk[200:])  # unread when the rotation comes
+        if n % 3 == 2:
+            for i in range(4, 0, -1):  # access.log.4.gz -> .5.gz ... access.log.1 -> .2
+                for suffix in (".gz", ""):
+                    older = tmp_path / f"access.log.{i}{suffix}"
+                    if older.exists():
+                        older.rename(tmp_path / f"access.log.{i + 1}{suffix}")
+            copytruncate(log, tmp_path / "access.log.1")
+            two = tmp_path / "access.log.2"
+            if two.exists():  # delaycompress: the previous rotation is compressed now
+                with gzip.open(str(two) + ".gz", "wb") as gz:
+                    gz.write(two.read_bytes())
+                two.unlink()
+    end = scan(roundtrip(offset), patterns, seen=seen)
+    got += values(read_between(offset, end))
+    assert Counter(got) == Counter(day)
+    assert len(got) == len(day)
+    assert (end["truncations"], end["lost_bytes"], end["lost_files"]) == (4, 0, 0)
+
+
+def test_a_reused_inode_holds_a_new_file_by_its_fingerprint(tmp_path, day):
+    """Same identity, same size, the same last bytes before the offset: only the first
+    bytes tell that the inode now holds another file."""
+    log = tmp_path / "access.log"
+    body = day[0:10]
+    put(log, body)
+    first = scan(initial_offset(), [str(log)])
+    other = [body[1], body[0], *body[2:]]  # another file, same length and tail
+    os.truncate(log, 0)
+    put(log, other)
+    second = scan(roundtrip(first), [str(log)])
+    assert entry(second, log)["gen"] == 1
+    assert values(read_between(first, second)) == other
+
+
+def test_version_1_offsets_are_read_and_fingerprinted(tmp_path, day):
+    """A checkpoint written before fingerprints resumes where it was."""
+    log = tmp_path / "access.log"
+    put(log, day[:10])
+    first = scan(initial_offset(), [str(log)])
+    old = {
+        "v": 1,
+        "files": [{k: f[k] for k in ("dev", "ino", "path", "offset", "gen", "crc")}
+                  for f in first["files"]],
+        "truncations": 0,
+        "lost_bytes": 0,
+        "lost_files": 0,
+    }  # fmt: skip
+    put(log, day[10:12])
+    second = scan(old, [str(log)])
+    assert values(read_between(old, second)) == day[10:12]
+    assert entry(second, log)["fp"] == entry(first, log)["fp"]
+
+
 def test_compressed_rotated_files_are_never_new_input(tmp_path):
     log = tmp_path / "access.log"
     append(log, "live 0\n")
