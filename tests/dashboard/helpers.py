@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from logstream.serving import IngestBatchWrite, ServingStore
 
@@ -125,3 +128,44 @@ def client_rows(end_minute: int, counts: dict[str, tuple[int, int]]) -> list[tup
         (iso(end - timedelta(minutes=5)), iso(end), host, n, size)
         for host, (n, size) in counts.items()
     ]
+
+
+# -- a real browser ------------------------------------------------------------------------------
+
+#: Debian's Chromium, driven by Playwright (whose own browser download is never used).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Debian Chromium (Playwright ``Browser``); a missing binary fails the test."""
+    import os
+
+    import pytest
+
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install chromium; "
+            "scripts/ensure-chromium.sh)",
+            pytrace=False,
+        )
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")  # never fetch a browser
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -65,13 +65,14 @@ from logstream.dashboard.layout import (
 )
 from logstream.errors import ConfigError
 from logstream.monitoring.prometheus import add_metrics_route
-from logstream.serving import is_postgres_url
+from logstream.serving import store_location
 from logstream.serving.postgres import redact_url
 
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "DashboardServer",
+    "StoreWatch",
     "create_app",
     "is_loopback",
     "refresh_outputs",
@@ -126,6 +127,50 @@ def _origin(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+# -- the store's state, logged once --------------------------------------------------------
+
+
+class StoreWatch:
+    """Logs what the page says about its store when it changes, not at every refresh.
+
+    The page polls every second or two, from every open tab: a store that cannot be opened
+    or read is logged once (a warning naming the store and the error) when it becomes so,
+    and once more when it is readable again; an unexpected error of a refresh is logged
+    with its traceback once per distinct error.
+    """
+
+    def __init__(self, store: Path | str) -> None:
+        self.store = redact_url(str(store))
+        self._lock = threading.Lock()
+        self._state: str | None = None
+        self._failure: str | None = None
+
+    def observe(self, snap: Snapshot) -> None:
+        """Log ``snap``'s state when it differs from the last one seen."""
+        state = snap.state if snap.state in ("missing", "unreadable") else "readable"
+        with self._lock:
+            previous, self._state = self._state, state
+            self._failure = None
+        if state == previous:
+            return
+        if state == "unreadable":
+            log.warning("dashboard: %s", snap.message)
+        elif state == "missing":
+            log.info("dashboard: %s", snap.message)
+        elif previous in ("unreadable", "failed"):
+            log.warning("dashboard: the store %s is readable again", self.store)
+
+    def failed(self, exc: BaseException) -> None:
+        """Log an unexpected error of a refresh (with its traceback) unless it is the same
+        as the last one."""
+        text = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            previous, self._failure = self._failure, text
+            self._state = "failed"
+        if text != previous:
+            log.error("dashboard refresh of the store %s failed", self.store, exc_info=exc)
+
+
 # -- the app ---------------------------------------------------------------------------------
 
 _OUTPUTS = (
@@ -169,6 +214,7 @@ def refresh_outputs(
     top: int | None = None,
     sections: list[str] | None = None,
     agent_classes: list[str] | None = None,
+    watch: StoreWatch | None = None,
 ) -> tuple[Any, ...]:
     """Everything one refresh sends to the page (the body of the Dash callback).
 
@@ -186,6 +232,8 @@ def refresh_outputs(
         Trending pages listed (default: the pipeline's ``--top`` recorded in the store).
     sections, agent_classes : list of str, optional
         Sections and agent classes drawn in the reference-data charts (None or empty: all).
+    watch : StoreWatch, optional
+        Told the state of the store at each refresh (it logs the changes).
 
     Returns
     -------
@@ -198,6 +246,8 @@ def refresh_outputs(
     """
     filters = Filters.build(time_range, url_prefix, status_classes, sections, agent_classes)
     snap = read_snapshot(store_path, filters, top=top)
+    if watch is not None:
+        watch.observe(snap)
     key = [snap.state, repr(snap.version), filters.time_range, filters.url_prefix]
     key.append(",".join(filters.status_classes))
     key += [",".join(filters.sections), ",".join(filters.agent_classes)]
@@ -218,9 +268,11 @@ def safe_refresh(
     top: int | None = None,
     sections: list[str] | None = None,
     agent_classes: list[str] | None = None,
+    watch: StoreWatch | None = None,
 ) -> tuple[Any, ...]:
     """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
-    page never shows a stack trace; the log has it) and the panels keep their content."""
+    page never shows a stack trace; the log has it, once per distinct error when ``watch``
+    is given) and the panels keep their content."""
     try:
         return refresh_outputs(
             store_path,
@@ -231,11 +283,16 @@ def safe_refresh(
             top=top,
             sections=sections,
             agent_classes=agent_classes,
+            watch=watch,
         )
     except Exception as exc:
-        log.exception("dashboard refresh failed")
+        if watch is None:
+            log.exception("dashboard refresh failed")
+        else:
+            watch.failed(exc)
         message = html.P(
-            f"Could not refresh ({type(exc).__name__}: {exc}); retrying at the next refresh."
+            f"Could not refresh the store {redact_url(str(store_path))} "
+            f"({type(exc).__name__}: {exc}); retrying at the next refresh."
         )
         return ([message], "banner unreadable", "–", None, *_UNCHANGED)
 
@@ -285,8 +342,11 @@ def create_app(
     Parameters
     ----------
     store_path : Path or str
-        The SQLite serving store (it may not exist yet: the page waits for it), or a
-        ``postgresql://`` URL (:func:`~logstream.dashboard.data.read_snapshot`).
+        The serving store in any form ``--store`` takes (:func:`logstream.serving.
+        store_location`): ``sqlite:///relative.db``, ``sqlite:////absolute.db``, a plain path
+        (the SQLite file may not exist yet: the page waits for it), or a ``postgresql://``
+        URL. A reference that cannot name a store is not an exception here: the page says
+        why, and the log says it once.
     refresh_s : float
         Seconds between refreshes of the page (1–2 s is the intended range).
     top : int, optional
@@ -297,8 +357,12 @@ def create_app(
         Output directory of ``logstream devices run``: adds the devices panel
         (:mod:`logstream.dashboard.devices`).
     """
-    if not is_postgres_url(store_path):
-        store_path = Path(store_path)  # a PostgreSQL URL stays a URL (read_snapshot takes both)
+    watch = StoreWatch(store_path)
+    try:  # the SQLite file or the PostgreSQL URL, read as the pipeline reads --store
+        store_path = store_location(store_path)
+    except ConfigError:  # kept as given: every refresh shows why (read_snapshot)
+        store_path = str(store_path)
+        watch.observe(read_snapshot(store_path))  # logged now, even before a page is open
     app = Dash(
         __name__,
         serve_locally=True,
@@ -365,6 +429,7 @@ def create_app(
             top=top,
             sections=sections,
             agent_classes=agent_classes,
+            watch=watch,
         )
 
     return app

@@ -52,12 +52,13 @@ from typing import Any, Literal, TypeVar
 import psycopg
 
 from logstream.errors import ConfigError
-from logstream.serving import ServingStore, is_postgres_url, shared_reader, store_file
+from logstream.serving import ServingStore, shared_reader, store_file, store_location
 from logstream.serving.store import missing_schema
 
 __all__ = [
     "DEFAULT_RANGE",
     "DIMENSION_SERIES",
+    "FOLLOW_LOSS_KEYS",
     "STATUS_CLASSES",
     "TIME_RANGES",
     "Alert",
@@ -76,6 +77,7 @@ __all__ = [
     "TrendingPage",
     "Visitors",
     "epoch_s",
+    "follow_losses",
     "iso",
     "read_snapshot",
     "store_path_from_url",
@@ -538,6 +540,14 @@ class Snapshot:
     queries: frozenset[str] | None = None
     source_label: str | None = None  #: what the demo replays (``pipeline_state``)
     synthetic: bool = False  #: the data is generated, not real logs
+    #: what the follow source could not read (``pipeline_state``: :data:`FOLLOW_LOSS_KEYS`);
+    #: empty when the store records none (another source, or an older run)
+    follow_losses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def lost_bytes(self) -> int:
+        """Bytes of the followed log lost to rotation (0 when none or not recorded)."""
+        return self.follow_losses.get("follow_lost_bytes", 0)
 
     @property
     def crawler_share(self) -> float | None:
@@ -552,6 +562,37 @@ class Snapshot:
 
 
 # -- reading ---------------------------------------------------------------------------------
+
+#: The follow source's running totals in ``pipeline_state``: bytes, lines (an estimate) and
+#: files it could not read, and truncations it saw (``docs/follow.md``).
+FOLLOW_LOSS_KEYS = (
+    "follow_lost_bytes",
+    "follow_lost_lines",
+    "follow_lost_files",
+    "follow_truncations",
+)
+
+
+def follow_losses(state: dict[str, Any]) -> dict[str, int]:
+    """The follow source's loss totals of a ``pipeline_state`` mapping, each key of
+    :data:`FOLLOW_LOSS_KEYS` (0 when absent); empty when the store records none of them.
+
+    Examples
+    --------
+    >>> follow_losses({"follow_lost_bytes": "120", "follow_lost_lines": "3"})["follow_lost_files"]
+    0
+    >>> follow_losses({"top": "10"})
+    {}
+    """
+    if not any(k in state for k in FOLLOW_LOSS_KEYS):
+        return {}
+    out = {}
+    for key in FOLLOW_LOSS_KEYS:
+        try:
+            out[key] = int(float(state.get(key) or 0))
+        except ValueError:  # never a reason to lose the page
+            out[key] = 0
+    return out
 
 
 def read_snapshot(
@@ -587,18 +628,27 @@ def read_snapshot(
     """
     filters = filters or Filters()
     now = now or datetime.now(UTC)
-    text = str(path)
-    if is_postgres_url(text):
-        return _read_postgres(text, filters, top, now, stale_after_s)
-    if text.startswith("sqlite:///"):
-        path = store_path_from_url(text)
-    path = Path(path)
-    base = {"store_path": path, "filters": filters, "read_at": now.strftime("%H:%M:%S UTC")}
+    read_at = now.strftime("%H:%M:%S UTC")
+    try:
+        where = store_location(path)  # every form of --store, as the pipeline reads it
+    except ConfigError as exc:  # never valid: say so on the page, naming what was given
+        return Snapshot(
+            state="unreadable",
+            message=f"Cannot open the store {path}: {exc}",
+            store_path=str(path),
+            filters=filters,
+            read_at=read_at,
+        )
+    if isinstance(where, str):
+        return _read_postgres(where, filters, top, now, stale_after_s)
+    path = where.expanduser()
+    base = {"store_path": path, "filters": filters, "read_at": read_at}
     if not path.exists():
+        shown = path.absolute()  # a relative path is read from the dashboard's directory
         return Snapshot(
             state="missing",
-            message=f"Waiting for data… the store {path} does not exist yet. Start the "
-            f"pipeline with: logstream run --store sqlite:///{path}",
+            message=f"Waiting for data… the store {shown} does not exist yet. Start the "
+            f"pipeline with: logstream run --store sqlite:///{shown}",
             **base,
         )
     try:
@@ -701,12 +751,14 @@ def _read(
     # the windows of a micro-batch reach the store ahead of its ledger row and counters
     # (ServingStore.commit_ingest_views), which records the batch id: new data
     views_batch = state.get("views_batch")
+    losses = follow_losses(state)
     version = (
         None if last is None else last[0],
         None if last is None else last[3],
         progress_seq,
         tuple(sorted(counters.items())),
         views_batch,
+        tuple(sorted(losses.items())),
     )
     if last is None and not any(counters.values()) and views_batch is None:
         return Snapshot(
@@ -744,6 +796,7 @@ def _read(
         **base,
     )
     snap.source_label = state.get("source_label")
+    snap.follow_losses = losses
     if state.get("dedup") in ("true", "false"):
         snap.dedup = state["dedup"] == "true"
     if "queries" in state:

@@ -95,6 +95,8 @@ main { padding: .8rem 1.2rem 2rem; }
   font-size: 1.05rem; }
 .banner.unreadable { background: #ffe8e8; border: 1px solid #f29b9b; }
 .banner.stale, .banner.notes { background: #fff6dd; border: 1px solid #f0d289; }
+.banner.losses { background: #ffe8e8; border: 1px solid #f29b9b; }
+.banner .hint { margin-left: .4rem; }
 .kpis { display: grid; grid-template-columns: repeat(auto-fill, minmax(10.5rem, 1fr));
   gap: .55rem; margin-bottom: .8rem; }
 .kpi { background: #fff; border-radius: 6px; padding: .5rem .7rem;
@@ -342,7 +344,50 @@ def banner(snap: Snapshot) -> tuple[list[Any], str]:
     if snap.notes:
         lines += [html.P(n) for n in snap.notes]
         kind = "stale" if kind == "stale" else "notes"
+    if snap.lost_bytes > 0:  # first: data that will never be counted
+        lines.insert(0, follow_losses_line(snap))
+        kind = "losses"
     return lines, f"banner {kind}"
+
+
+#: Where the page sends a reader who sees lines lost to rotation.
+FOLLOW_DOC = "docs/follow.md"
+
+
+def follow_losses_text(losses: dict[str, int]) -> str:
+    """The loss warning's text: bytes, estimated lines, files and truncations.
+
+    Examples
+    --------
+    >>> follow_losses_text({"follow_lost_bytes": 4096, "follow_lost_lines": 40,
+    ...                     "follow_lost_files": 1, "follow_truncations": 2})
+    '4,096 bytes (~40 lines) lost to rotation (1 file gone unread, 2 truncations).'
+    """
+
+    def n(key: str, one: str, many: str) -> str:
+        count = losses.get(key, 0)
+        return f"{count:,} {one if count == 1 else many}"
+
+    return (
+        f"{n('follow_lost_bytes', 'byte', 'bytes')} (~{n('follow_lost_lines', 'line', 'lines')})"
+        f" lost to rotation ({n('follow_lost_files', 'file', 'files')} gone unread, "
+        f"{n('follow_truncations', 'truncation', 'truncations')})."
+    )
+
+
+def follow_losses_line(snap: Snapshot) -> html.P:
+    """The banner's loss warning, with where to read how to lose nothing."""
+    return html.P(
+        [
+            html.Strong(follow_losses_text(snap.follow_losses)),
+            html.Span(
+                f"Why, and the logrotate settings and --follow glob that lose nothing: "
+                f"{FOLLOW_DOC} (Rotation, Limits).",
+                className="hint",
+            ),
+        ],
+        id="follow-losses",
+    )
 
 
 def _kpi(key: str, label: str, value: str, detail: str = "", warn: bool = False) -> html.Div:
@@ -400,6 +445,18 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
         ),
         _kpi("newest", "Newest event", _short_time(snap.newest_event), "event time"),
     ]
+    if snap.follow_losses:  # the follow source records its losses: show them, even when 0
+        lost = snap.follow_losses
+        cards.append(
+            _kpi(
+                "lost",
+                "Lost to rotation",
+                human_bytes(lost["follow_lost_bytes"]),
+                f"~{_num(lost['follow_lost_lines'])} lines, "
+                f"{_num(lost['follow_truncations'])} truncations seen",
+                warn=lost["follow_lost_bytes"] > 0,
+            )
+        )
     lag = "" if snap.watermark_delay_s is None else _duration(snap.watermark_delay_s)
     cards.append(
         _kpi(

@@ -31,11 +31,27 @@ name                                       type     meaning
 ``logstream_latest_batch_id``              gauge    by ``query``
 ``logstream_max_event_time_seconds``       gauge    newest event time, Unix seconds
 ``logstream_watermark_seconds``            gauge    event-time watermark, Unix seconds
+``logstream_follow_lost_bytes``            gauge    bytes of followed files lost to rotation
+                                                    (``--follow``; docs/follow.md)
+``logstream_follow_lost_lines``            gauge    lines lost to rotation (an estimate)
+``logstream_follow_lost_files``            gauge    files gone before they were read whole
+``logstream_follow_truncations``           gauge    truncations of followed files seen
 =========================================  =======  ===========================================
+
+The follow gauges are running totals, exported only when the store records them (a run with
+``--follow``); they are gauges, not counters, because a new checkpoint starts them again.
+
+A store that does not exist yet, or whose tables are being created, gives ``logstream_up 0``
+and nothing in the log: the pipeline has not started. Any other failure (a malformed store
+reference, a file that is not a store, a database that refuses the connection) also gives
+``logstream_up 0``, and is logged as a warning once, when it starts or changes, not at every
+scrape.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,6 +67,8 @@ if TYPE_CHECKING:
 
 __all__ = ["METRICS_PATH", "StoreCollector", "add_metrics_route", "scrape"]
 
+log = logging.getLogger(__name__)
+
 #: Where the dashboard serves the metrics (the path of Spark's ``PrometheusServlet``).
 METRICS_PATH = "/metrics/prometheus/"
 
@@ -60,6 +78,14 @@ _COUNTERS = (
     ("quarantined", "logstream_quarantined_lines", "Unparseable lines sent to quarantine."),
     ("corrupt_files", "logstream_corrupt_files", "Input files that could not be read whole."),
     ("duplicates", "logstream_duplicates_dropped", "Re-sent lines dropped by --dedup."),
+)
+
+#: The follow source's running totals in ``pipeline_state`` and their gauges.
+_FOLLOW_GAUGES = (
+    ("follow_lost_bytes", "logstream_follow_lost_bytes", "Bytes of followed files lost."),
+    ("follow_lost_lines", "logstream_follow_lost_lines", "Lines lost to rotation (an estimate)."),
+    ("follow_lost_files", "logstream_follow_lost_files", "Followed files gone before read whole."),
+    ("follow_truncations", "logstream_follow_truncations", "Truncations of followed files seen."),
 )
 
 _LATEST_PROGRESS = (
@@ -82,27 +108,52 @@ class StoreCollector(Collector):
 
     def __init__(self, store: Path | str) -> None:
         self.store = store
+        self._lock = threading.Lock()
+        self._problem: str | None = None  #: the failure last logged (None: none since)
 
     def collect(self) -> Iterator[Metric]:
         """Yield the metrics of the module table (only ``logstream_up`` when unreadable)."""
         up = GaugeMetricFamily("logstream_up", "1 when the serving store could be read.")
         try:
             metrics = list(self._read())
-        except Exception:  # a store not created yet, or being created: not an error
+        except Exception as exc:
+            self._report(exc)
             up.add_metric([], 0)
             yield up
             return
-        up.add_metric([], 1)
+        self._report(None)
+        up.add_metric([], 1 if metrics else 0)
         yield up
         yield from metrics
 
-    def _read(self) -> Iterator[Metric]:
-        from logstream.serving import is_postgres_url, open_store, shared_reader
+    def _report(self, exc: Exception | None) -> None:
+        """Log a failure to read the store once, when it starts or changes (a store not
+        created yet is no failure), and once when the store is readable again."""
+        from logstream.serving.postgres import redact_url
+        from logstream.serving.store import missing_schema
 
-        if is_postgres_url(self.store):  # the process's pool, shared with the dashboard
-            yield from self._metrics(shared_reader(str(self.store)))
+        shown = redact_url(str(self.store))
+        problem = None
+        if exc is not None and not missing_schema(exc):  # no tables yet: being created
+            problem = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        with self._lock:
+            previous, self._problem = self._problem, problem
+        if problem is not None and problem != previous:
+            log.warning("/metrics/prometheus/: cannot read the store %s (%s)", shown, problem)
+        elif problem is None and previous is not None and exc is None:
+            log.warning("/metrics/prometheus/: the store %s is readable again", shown)
+
+    def _read(self) -> Iterator[Metric]:
+        """The metrics; nothing when the SQLite file does not exist yet."""
+        from logstream.serving import open_store, shared_reader, store_location
+
+        where = store_location(self.store)  # every form of --store, or a ConfigError
+        if isinstance(where, str):  # the process's pool, shared with the dashboard
+            yield from self._metrics(shared_reader(where))
             return
-        store = open_store(self.store, read_only=True)
+        if not where.expanduser().exists():  # the pipeline has not created it yet
+            return
+        store = open_store(where, read_only=True)
         try:
             yield from self._metrics(store)
         finally:
@@ -180,21 +231,51 @@ class StoreCollector(Collector):
                 watermark.add_metric([], (int(newest_ms) - float(delay_ms)) / 1000)
                 yield watermark
 
+        losses = _follow_losses(store)
+        if losses:
+            for key, name, doc in _FOLLOW_GAUGES:
+                family = GaugeMetricFamily(name, doc)
+                family.add_metric([], losses.get(key, 0))
+                yield family
 
-def scrape(store: Path | str) -> bytes:
-    """The metrics of ``store`` in the Prometheus text format (what the route serves)."""
+
+def _follow_losses(store: ServingStore) -> dict[str, int]:
+    """The follow source's loss totals in ``store``'s ``pipeline_state`` (0 for a key not
+    recorded); empty when it records none (another source, or an older run)."""
+    keys = ", ".join(f"'{key}'" for key, _, _ in _FOLLOW_GAUGES)
+    rows = store.query(f"SELECT key, value FROM pipeline_state WHERE key IN ({keys})")
+    if not rows:
+        return {}
+    values = {r["key"]: r["value"] for r in rows}
+    out = {}
+    for key, _, _ in _FOLLOW_GAUGES:
+        try:
+            out[key] = int(float(values.get(key) or 0))
+        except ValueError:
+            out[key] = 0
+    return out
+
+
+def scrape(store: Path | str | StoreCollector) -> bytes:
+    """The metrics of ``store`` in the Prometheus text format (what the route serves).
+
+    Pass the same :class:`StoreCollector` at each scrape (as the route does) so that a store
+    that cannot be read is logged once, not at every scrape."""
+    collector = store if isinstance(store, StoreCollector) else StoreCollector(store)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store))
+    registry.register(collector)
     return generate_latest(registry)
 
 
 def add_metrics_route(server: Flask, store: Path | str) -> None:
     """Serve :func:`scrape` of ``store`` at :data:`METRICS_PATH` on a Flask server (the
-    dashboard's)."""
+    dashboard's), through one :class:`StoreCollector` for every scrape."""
     from flask import Response
 
+    collector = StoreCollector(store)
+
     def metrics() -> Response:
-        return Response(scrape(store), mimetype=CONTENT_TYPE_LATEST)
+        return Response(scrape(collector), mimetype=CONTENT_TYPE_LATEST)
 
     server.add_url_rule(METRICS_PATH, "prometheus_metrics", metrics)
     server.add_url_rule(METRICS_PATH.rstrip("/"), "prometheus_metrics_bare", metrics)

@@ -21,6 +21,7 @@ __all__ = [
     "open_store",
     "shared_reader",
     "store_file",
+    "store_location",
 ]
 
 _URL_FORMS = (
@@ -60,6 +61,39 @@ def store_file(url: str) -> Path | None:
     return Path(url.removeprefix("sqlite:///"))
 
 
+def store_location(store: Path | str) -> Path | str:
+    """What a store reference names: the SQLite file (a :class:`~pathlib.Path`) or the
+    PostgreSQL URL (a ``str``), for every form the pipeline and the dashboard use.
+
+    Parameters
+    ----------
+    store : Path or str
+        ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, a plain path (a
+        ``str`` or a ``Path``), or ``postgresql://…`` / ``postgres://…``.
+
+    Raises
+    ------
+    ConfigError
+        When ``store`` starts like a SQLite URL but is not ``sqlite:///PATH`` — for example
+        a URL turned into a ``Path``, whose ``//`` collapsed (``sqlite:/abs/x.db``).
+
+    Examples
+    --------
+    >>> store_location("sqlite:///out/x.db"), store_location("sqlite:////srv/x.db")
+    (PosixPath('out/x.db'), PosixPath('/srv/x.db'))
+    >>> store_location(Path("out/x.db")), store_location("postgresql://me@db/logs")
+    (PosixPath('out/x.db'), 'postgresql://me@db/logs')
+    """
+    text = str(store)
+    if is_postgres_url(text):
+        return text
+    if text.startswith("sqlite:"):
+        path = store_file(text)
+        assert path is not None
+        return path
+    return Path(store)
+
+
 def open_store(url: Path | str, read_only: bool = False) -> ServingStore:
     """The serving store of ``url`` (``sqlite:///PATH`` or ``postgresql://…``).
 
@@ -84,14 +118,12 @@ def open_store(url: Path | str, read_only: bool = False) -> ServingStore:
     sqlite3.OperationalError
         When a read-only SQLite store does not exist.
     """
-    if is_postgres_url(url):
+    where = store_location(url)
+    if isinstance(where, str):
         from logstream.serving.postgres import PostgresStore
 
-        return PostgresStore(str(url), read_only=read_only)
-    text = str(url)
-    path = store_file(text) if text.startswith("sqlite:") else Path(text)
-    assert path is not None
-    return ServingStore(path.expanduser(), read_only=read_only)
+        return PostgresStore(where, read_only=read_only)
+    return ServingStore(where.expanduser(), read_only=read_only)
 
 
 #: The process's PostgreSQL readers, one connection pool per URL (:func:`shared_reader`).
