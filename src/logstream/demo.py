@@ -167,7 +167,8 @@ def run_demo(
         log_format=source.log_format,
         trigger=settings.trigger,
     )
-    pipeline = Pipeline(spark, cfg, on_progress=on_progress)
+    # the caller's stop event is the pipeline's: a stop before the query starts starts none
+    pipeline = Pipeline(spark, cfg, on_progress=on_progress, stop_requested=stop_event)
     if on_start is not None:
         on_start(pipeline)
     pipeline.store.set_state({"source_label": source.label, "synthetic": str(source.synthetic)})

@@ -19,18 +19,50 @@ Settings
 ``LOGSTREAM_JVM_ARCHIVE``
     The archive's directory (default ``$XDG_CACHE_HOME/logstream/jvm``, else
     ``~/.cache/logstream/jvm``), or ``off`` for none.
+
+Its process
+-----------
+:func:`launch_gateway` starts the JVM of a session that logstream starts itself (not under
+``spark-submit``, whose JVM is already there) as PySpark does, with three differences, so that a
+stop is the driver's to make (docs/operations.md, "Stopping"):
+
+* the JVM runs in a session of its own: SIGINT and SIGTERM sent to the driver's process group
+  (Ctrl-C, ``timeout``, ``kill -- -PGID``) reach the driver only, which stops the queries
+  between micro-batches; before, the JVM died under a running micro-batch;
+* it ignores SIGINT (as PySpark's own launch makes it) and SIGTERM, so a signal sent to every
+  process (systemd's default ``KillMode=control-group``) does not end it either;
+* it dies with its driver: PySpark's gateway exits at the end of its standard input, which the
+  driver holds; on Linux the kernel also sends it SIGKILL when the thread that started it
+  ends (``PR_SET_PDEATHSIG``), so a SIGKILL of the driver takes the JVM at once, as it did
+  when both were in one group. At a normal exit the driver closes that input and waits for the
+  JVM, which then runs Spark's shutdown hooks (its temporary directories) before it exits.
 """
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import hashlib
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ARCHIVE_ENV", "archive_options", "archive_path", "build_archive", "java_binary"]
+__all__ = [
+    "ARCHIVE_ENV",
+    "archive_options",
+    "archive_path",
+    "build_archive",
+    "java_binary",
+    "launch_gateway",
+]
 
 #: Environment variable: the archive's directory, or ``off``.
 ARCHIVE_ENV = "LOGSTREAM_JVM_ARCHIVE"
@@ -88,6 +120,106 @@ def archive_options() -> list[str]:
     if path is None or not path.is_file():
         return []
     return [f"-XX:SharedArchiveFile={path}", *_QUIET]
+
+
+#: Seconds a driver waits at its exit for its JVM to run Spark's shutdown hooks and exit.
+EXIT_WAIT_S = 30.0
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, before ``exec``: SIGKILL when the parent thread ends (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the stdin pipe still ends it
+        return
+    if os.getppid() != parent:  # the driver died before the setting took
+        os._exit(1)
+
+
+@contextmanager
+def _detached_popen(die_with_parent: bool) -> Iterator[None]:
+    """While inside, PySpark's gateway launch starts the JVM detached (see the module
+    docstring). ``pyspark.java_gateway.launch_gateway`` sets its own ``preexec_fn`` (SIGINT
+    ignored), so its ``Popen`` is wrapped for the one call."""
+    import pyspark.java_gateway as java_gateway
+
+    original = java_gateway.Popen
+    parent = os.getpid()
+
+    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
+        theirs = kwargs.pop("preexec_fn", None)
+
+        def preexec() -> None:
+            if theirs is not None:
+                theirs()
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # kept across exec: the JVM ignores it
+            if die_with_parent:
+                _die_with_parent(parent)
+
+        kwargs["start_new_session"] = True
+        return original(*args, preexec_fn=preexec, **kwargs)
+
+    java_gateway.Popen = popen
+    try:
+        yield
+    finally:
+        java_gateway.Popen = original
+
+
+def _wait_for_jvm(process: subprocess.Popen, timeout_s: float) -> None:
+    """At the driver's exit: end the JVM's standard input (PySpark's gateway then exits, running
+    Spark's shutdown hooks) and wait for it a while."""
+    if process.poll() is not None:
+        return
+    try:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # the kernel ends it with the driver (PR_SET_PDEATHSIG)
+
+
+def launch_gateway(conf: Any, env: Mapping[str, str] | None = None) -> Any:
+    """Start the JVM of a new session, detached from the driver's signals and tied to its life,
+    and return PySpark's gateway to it (the caller hands it to ``SparkContext``).
+
+    Parameters
+    ----------
+    conf : pyspark.SparkConf
+        The configuration the JVM starts with (``spark-submit --conf`` arguments).
+    env : mapping of str to str, optional
+        Environment variables of the JVM only (the driver's own are left as they are).
+
+    Returns
+    -------
+    py4j.java_gateway.JavaGateway
+        As ``pyspark.java_gateway.launch_gateway`` returns it; ``gateway.proc`` is the JVM.
+    """
+    from pyspark.java_gateway import launch_gateway as pyspark_launch
+
+    # the kernel's parent-death signal is tied to the thread that forks: only the main thread
+    # lives as long as the process
+    main = threading.current_thread() is threading.main_thread()
+    saved = {key: os.environ.get(key) for key in env or {}}
+    try:
+        os.environ.update(env or {})  # PySpark copies os.environ into the JVM's environment
+        with _detached_popen(die_with_parent=main):
+            gateway = pyspark_launch(conf)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        atexit.register(_wait_for_jvm, process, EXIT_WAIT_S)
+    return gateway
 
 
 def build_archive(force: bool = False) -> Path | None:

@@ -19,16 +19,27 @@ logstream's needs (Spark docs, "Structured Streaming Programming Guide" and "Con
 The master is never forced when logstream runs under ``spark-submit``: an explicit
 ``SparkSettings.master`` wins, then whatever ``spark-submit`` put in the Spark configuration,
 then ``local[*]``.
+
+A local master listens on the loopback interface only (:data:`LOOPBACK`): the driver's RPC and
+block-manager ports (``spark.driver.bindAddress``, ``spark.driver.host``) and Spark's UI, whose
+Jetty server binds ``$SPARK_LOCAL_IP`` or every interface (Spark 4 has no setting for its
+address), so the JVM logstream starts gets ``SPARK_LOCAL_IP=127.0.0.1``. Any of the three set
+by the user (``--conf spark.driver.bindAddress=0.0.0.0``, the environment) leaves all three
+to Spark, as before; a cluster master's addresses are the cluster's. When logstream starts the
+JVM itself it is detached from the driver's signals and dies with it
+(:func:`logstream.jvm.launch_gateway`).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from logstream.config import SparkSettings
-from logstream.jvm import archive_options
+from logstream.jvm import archive_options, launch_gateway
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,6 +48,7 @@ __all__ = [
     "CODEGEN_CACHE_ENTRIES",
     "LOCAL_CHECKPOINT_MANAGER",
     "LOCAL_JAVA_OPTIONS",
+    "LOOPBACK",
     "OBJECT_AGG_KEYS",
     "ROCKSDB_PROVIDER",
     "SPARK_LOG_LEVEL",
@@ -71,6 +83,13 @@ OBJECT_AGG_KEYS = 16_384
 
 #: Spark's log level: errors only (logstream prints its own progress and summaries).
 SPARK_LOG_LEVEL = "ERROR"
+
+#: The address a local master's driver and UI listen on, unless the user chose one.
+LOOPBACK = "127.0.0.1"
+#: Settings and the environment variable that choose those addresses: one set by the user,
+#: and logstream sets none of them.
+_ADDRESS_KEYS = ("spark.driver.bindAddress", "spark.driver.host")
+_LOCAL_IP_ENV = "SPARK_LOCAL_IP"
 
 
 def session_conf(settings: SparkSettings) -> dict[str, str]:
@@ -128,7 +147,9 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     return conf
 
 
-def get_spark(settings: SparkSettings | None = None) -> SparkSession:
+def get_spark(
+    settings: SparkSettings | None = None, keep_signal_handlers: bool = False
+) -> SparkSession:
     """Return the active SparkSession, creating it with logstream's configuration.
 
     Parameters
@@ -136,6 +157,10 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
     settings : SparkSettings, optional
         Defaults to ``SparkSettings()`` (master from ``$LOGSTREAM_SPARK_MASTER``, spark-submit or
         ``local[*]``).
+    keep_signal_handlers : bool
+        Keep the caller's SIGINT handler: a new ``SparkContext`` installs one that cancels every
+        running job and raises ``KeyboardInterrupt``; a command that stops its queries between
+        micro-batches (``logstream run``) installs its own first and keeps it.
 
     Returns
     -------
@@ -143,7 +168,7 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         A session whose time zone is UTC. When a session already exists (e.g. in a notebook or
         a test run) its static settings are kept and only runtime SQL settings are applied.
     """
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     settings = settings or SparkSettings()
@@ -170,6 +195,32 @@ def get_spark(settings: SparkSettings | None = None) -> SparkSession:
         # local Python workers (pandas UDFs, transformWithStateInPandas) use this interpreter,
         # with its packages, not whatever `python3` is first on PATH
         os.environ["PYSPARK_PYTHON"] = sys.executable
+    loopback = (
+        local
+        and not any(conf.contains(key) for key in _ADDRESS_KEYS)
+        and _LOCAL_IP_ENV not in os.environ
+    )
+    if loopback:  # issue 36: nothing of a laptop's Spark answers from another address
+        for key in _ADDRESS_KEYS:
+            conf.set(key, LOOPBACK)
+    with SparkContext._lock:
+        if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+            # a JVM of our own (under spark-submit it is already there): the UI's address is
+            # the JVM's environment, read by Spark's WebUI.initServer
+            env = {_LOCAL_IP_ENV: LOOPBACK} if loopback else {}
+            SparkContext._ensure_initialized(gateway=launch_gateway(conf, env))
+    handler = signal.getsignal(signal.SIGINT)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if keep_signal_handlers and handler is not None and main_thread:
+        try:
+            SparkContext.getOrCreate(conf)  # a new context replaces the SIGINT handler
+        except KeyboardInterrupt:
+            # a SIGINT in the instant between its handler's installation and ours below
+            if SparkContext._active_spark_context is None or not callable(handler):
+                raise
+            signal.signal(signal.SIGINT, handler)
+            handler(signal.SIGINT, None)
+        signal.signal(signal.SIGINT, handler)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
     spark.conf.set("spark.sql.session.timeZone", "UTC")

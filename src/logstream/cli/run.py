@@ -31,6 +31,44 @@ _console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 _PATH_PARAMS = {"input_dir", "output_dir", "state_dir", "demo_out", "config", "rate_sample"}
 
+#: What a stop leaves (said when it came before the queries started).
+_STOPPED = "a restart begins where the checkpoint is"
+
+
+class StopSignals:
+    """While inside, SIGINT and SIGTERM set ``stop`` instead of ending the process.
+
+    The pipeline stops between micro-batches once ``stop`` is set (the one being delivered is
+    finished, a later one is not started: :mod:`logstream.sinks.gate`), Spark stops, and the
+    command exits 0. A signal before the queries exist is kept and honoured once they do.
+    More signals while stopping change nothing (SIGKILL ends the run at once, and the next
+    start repairs the micro-batch it cut). The JVM does not get the signals a terminal or
+    ``kill -- -PGID`` sends the driver's group (:func:`logstream.jvm.launch_gateway`).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():  # only it can catch them
+            self.previous = {s: signal.signal(s, self.handle) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+
+    def handle(self, signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.stop.is_set():
+            _console.print(f"received {name}: already stopping")
+            return
+        self.stop.set()
+        _console.print(f"received {name}: stopping the queries")
+
 
 def load_config_file(path: Path, ctx: typer.Context) -> dict[str, Any]:
     """Read the ``[run]`` table of a TOML file, keyed by parameter name.
@@ -390,6 +428,16 @@ def run(
 
     Example: logstream run --input-dir landing/ --trigger available-now
     """
+    values = dict(locals())
+    # set by SIGINT or SIGTERM (caught from here on: docs/operations.md), --duration, or the
+    # demo's end; the pipeline stops between micro-batches once it is set
+    stop = threading.Event()
+    with StopSignals(stop):
+        _run(ctx, values, stop)
+
+
+def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> None:
+    """:func:`run`'s work, with SIGINT and SIGTERM already turned into ``stop``."""
     from pyspark.sql import SparkSession
 
     from logstream.pipeline import Pipeline, PipelineConfig, interval_seconds
@@ -397,7 +445,7 @@ def run(
     from logstream.reference import parse_reference_options
     from logstream.session import get_spark
 
-    values = dict(locals())
+    config = values["config"]
     if config is not None:
         for name, value in load_config_file(config, ctx).items():
             if not given_on_command_line(ctx, name):
@@ -504,20 +552,17 @@ def run(
     owns_session = SparkSession.getActiveSession() is None
     ref: list[Any] = []
     printer = None if v["quiet"] else _progress_printer(ref)
-    stop = threading.Event()
-
-    def handle(signum: int, _frame: Any) -> None:
-        _console.print(f"received {signal.Signals(signum).name}: stopping the queries")
-        stop.set()
-        if ref:
-            ref[0].request_stop()
-
-    spark = get_spark(settings)
-    # after the session: PySpark's SparkContext installs a SIGINT handler that cancels every
-    # job mid-batch; ours lets the running micro-batches finish instead
-    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    if stop.is_set():
+        _console.print(f"stopped before Spark started: nothing was read ({_STOPPED})")
+        return
+    # PySpark's SparkContext would install a SIGINT handler that cancels every job mid-batch;
+    # ours (StopSignals) is kept, and lets the running micro-batch finish instead
+    spark = get_spark(settings, keep_signal_handlers=True)
+    pipeline = None
     try:
-        if demo:
+        if stop.is_set():
+            pass  # a stop while Spark started: no query is started
+        elif demo:
             from logstream.demo import DemoSettings, run_demo
 
             demo_settings = DemoSettings(
@@ -534,7 +579,9 @@ def run(
             outputs = f"{pipeline.store.get_state('source_label')}; outputs in {v['demo_out']}"
         else:
             assert cfg is not None
-            pipeline = Pipeline(spark, cfg, on_progress=printer)
+            # the CLI's stop event is the pipeline's: a stop requested while the pipeline is
+            # being built starts no query, one while the query starts stops it
+            pipeline = Pipeline(spark, cfg, on_progress=printer, stop_requested=stop)
             ref.append(pipeline)
             if fault := os.environ.get(FAULT_ENV):  # the crash drills
                 pipeline.ingest.step_hook = fault_hook(fault)
@@ -567,10 +614,11 @@ def run(
                     server.stop()
             outputs = f"outputs in {cfg.output_dir}, store {pipeline.store.url}"  # no password
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
         if owns_session:  # drain Spark's listener bus before Python goes away
             spark.stop()
+    if pipeline is None:
+        _console.print(f"stopped before the queries started: nothing was read ({_STOPPED})")
+        return
     t = pipeline.totals
     if pipeline.cfg.dedup:
         dedup = f"{pipeline.store.counters()['duplicates']:,} duplicate lines dropped"

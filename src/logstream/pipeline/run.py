@@ -145,6 +145,9 @@ class Pipeline:
     cfg : PipelineConfig
     on_progress : callable, optional
         Called (in a background thread) with each progress row of every query.
+    stop_requested : threading.Event, optional
+        Set to stop the pipeline between micro-batches (:meth:`request_stop` sets it); a
+        caller may pass its own, set before the pipeline exists (a signal during start-up).
     """
 
     spark: SparkSession
@@ -287,7 +290,13 @@ class Pipeline:
     # -- lifecycle ---------------------------------------------------------------------
 
     def run(self) -> None:
-        """Run to completion (available-now) or until :meth:`request_stop` / a failure."""
+        """Run to completion (available-now) or until :meth:`request_stop` / a failure.
+
+        A stop requested before (``stop_requested`` may be an event the caller set while
+        Spark was starting: ``logstream run``'s signal handler) starts no query.
+        """
+        if self.stop_requested.is_set():
+            return
         if self.cfg.sink == "console":
             self.start_console()
         else:
