@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from types import SimpleNamespace
 
@@ -24,7 +25,33 @@ def progress(batch_id: int, name: str = "traffic_per_minute", rows: int = 7):
         numInputRows=10,
         eventTime={"watermark": "1970-01-01T00:00:00.000Z", "max": "1995-07-09T04:00:00.000Z"},
         stateOperators=[op, op],
+        sources=[SimpleNamespace(endOffset='{"logOffset": 3}')],
     )
+
+
+def test_the_follow_sources_losses_reach_the_store_as_running_totals(tmp_path):
+    """The follow source's end offset carries its loss counts; the store keeps the largest
+    (a progress event lost in a crash is made good by the next one)."""
+    losses = {"truncations": 2, "lost_bytes": 1204, "lost_lines": 12, "lost_files": 1}
+    event = progress(4, name="ingest")
+    event.sources = [SimpleNamespace(endOffset=json.dumps({"v": 2, "files": [], **losses}))]
+    row = progress_row(event)
+    assert row["follow_losses"] == losses
+    assert progress_row(progress(5))["follow_losses"] is None  # another source
+    store = ServingStore(tmp_path / "s.db")
+    listener = ProgressListener(store)
+    listener.onQueryProgress(SimpleNamespace(progress=event))
+    older = progress(3, name="ingest")
+    older.sources = [SimpleNamespace(endOffset=json.dumps({"files": [], "lost_bytes": 5}))]
+    listener.onQueryProgress(SimpleNamespace(progress=older))
+    listener.flush()
+    assert store.follow_losses() == {
+        "follow_truncations": 2,
+        "follow_lost_bytes": 1204,
+        "follow_lost_lines": 12,
+        "follow_lost_files": 1,
+    }
+    assert ServingStore(tmp_path / "t.db").follow_losses()["follow_lost_bytes"] == 0
 
 
 def test_progress_rows_are_flattened_with_units_and_no_epoch_watermark():

@@ -14,6 +14,7 @@ the UI's Prometheus servlet at ``/metrics/prometheus``); this listener does not 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import queue
 import threading
@@ -39,8 +40,10 @@ def progress_row(progress: Any) -> dict[str, Any]:
         ``processed_rows_per_s`` (events/s), ``batch_duration_ms`` (ms), ``num_input_rows``,
         ``watermark`` and ``max_event_time`` (ISO 8601 or None), ``state_rows``,
         ``state_memory_bytes`` (bytes), ``dropped_by_watermark`` (summed over the
-        query's stateful operators) and ``duplicates_dropped`` (the deduplication operator's
-        ``numDroppedDuplicateRows``; None without one).
+        query's stateful operators), ``duplicates_dropped`` (the deduplication operator's
+        ``numDroppedDuplicateRows``; None without one) and ``follow_losses`` (the follow
+        source's running ``truncations``, ``lost_bytes``, ``lost_lines`` and ``lost_files``
+        from its end offset, see ``docs/follow.md``; None without that source).
     """
     event_time = progress.eventTime or {}
     ops = list(progress.stateOperators or [])
@@ -59,7 +62,24 @@ def progress_row(progress: Any) -> dict[str, Any]:
         "state_memory_bytes": sum(op.memoryUsedBytes for op in ops) if ops else None,
         "dropped_by_watermark": sum(op.numRowsDroppedByWatermark for op in ops) if ops else None,
         "duplicates_dropped": _duplicates_dropped(ops),
+        "follow_losses": _follow_losses(progress.sources or []),
     }
+
+
+#: The follow source's running loss counts, as its offset names them.
+FOLLOW_LOSS_KEYS = ("truncations", "lost_bytes", "lost_lines", "lost_files")
+
+
+def _follow_losses(sources: list[Any]) -> dict[str, int] | None:
+    """The follow source's loss counts from its end offset (a JSON object), or None."""
+    for source in sources:
+        try:
+            end = json.loads(source.endOffset or "null")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(end, dict) and "lost_bytes" in end and "files" in end:
+            return {key: int(end.get(key) or 0) for key in FOLLOW_LOSS_KEYS}
+    return None
 
 
 def _duplicates_dropped(ops: list[Any]) -> int | None:
@@ -141,6 +161,8 @@ class ProgressListener(StreamingQueryListener):
                     self.store.record_progress([row])
                     if row.get("duplicates_dropped") is not None:
                         self.store.record_duplicates(row["batch_id"], row["duplicates_dropped"])
+                    if row.get("follow_losses"):
+                        self.store.record_follow_losses(row["follow_losses"])
             with contextlib.suppress(Exception):
                 if self.on_row is not None:
                     self.on_row(row)

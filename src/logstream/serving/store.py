@@ -31,7 +31,8 @@ PostgreSQL readers see the last committed transaction (MVCC).
 Tables
 ------
 ``ledger(query, batch_id, committed_at, events, late_events, quarantined)``
-``pipeline_state(key, value)``: ``max_event_time_ms``, ``watermark_delay_ms``, settings
+``pipeline_state(key, value)``: ``max_event_time_ms``, ``watermark_delay_ms``, settings, the
+follow source's running loss counts (``follow_lost_bytes`` …, :meth:`ServingStore.follow_losses`)
 ``traffic_per_minute(window_start, window_end, requests, bytes, status_1xx … status_5xx, errors)``
 ``trending_pages(window_start, window_end, url_path, requests)``
 ``unique_visitors(window_start, window_end, visitors, sketch)``: the estimate of the merged
@@ -374,6 +375,38 @@ class ServingStore:
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 list(values.items()),
             )
+
+    def record_follow_losses(self, losses: dict[str, int]) -> None:
+        """Keep the follow source's running loss counts (from a progress row's end offset).
+
+        Parameters
+        ----------
+        losses : dict of str to int
+            ``truncations``, ``lost_bytes`` (bytes), ``lost_lines`` (an estimate) and
+            ``lost_files``: running totals, so each is kept at its largest value (a progress
+            event lost in a crash is made good by the next one).
+        """
+        with self.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO pipeline_state(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST("
+                f"{self.dialect.greatest}(CAST(pipeline_state.value AS BIGINT), "
+                "CAST(excluded.value AS BIGINT)) AS TEXT)",
+                [(f"follow_{key}", str(int(value))) for key, value in losses.items()],
+            )
+
+    def follow_losses(self) -> dict[str, int]:
+        """The follow source's running counts: ``follow_truncations``, ``follow_lost_bytes``
+        (bytes), ``follow_lost_lines`` (an estimate) and ``follow_lost_files``; 0 when absent
+        (another source, or nothing lost)."""
+        keys = ("truncations", "lost_bytes", "lost_lines", "lost_files")
+        counts = dict.fromkeys((f"follow_{key}" for key in keys), 0)
+        with self.connection() as conn:
+            rows = conn.execute(
+                "SELECT key, value FROM pipeline_state WHERE key LIKE 'follow_%'"
+            ).fetchall()
+        counts.update({k: int(v) for k, v in rows if k in counts})
+        return counts
 
     def max_event_time_ms(self) -> int | None:
         """Largest event time of every ingest micro-batch whose windows are written (ahead of
