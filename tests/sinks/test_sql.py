@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from logstream.cli import main
+from logstream.cli.sql import SqlShell, _print_table
 from tests.conftest import NASA_JUL_2000, data_file
 
 CLF = re.compile(r'^(\S+) (\S+) (\S+) \[([^\]]+)\] "(.*)" (\d{3}) (\d+|-)\s*$')
@@ -93,3 +94,15 @@ def test_bad_options_exit_2_naming_the_value(extra, message, capsys):
     ]
     assert main([*args, *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_table_output_prints_values_as_plain_text(spark, monkeypatch, capsys):
+    values = "SELECT 'root:x:0:0' AS passwd, '[bold]/a[/bold]' AS path, ':thumbs_up:' AS e"
+    monkeypatch.setattr("sys.stdin", io.StringIO(values + "\n"))
+    SqlShell(spark, [], max_rows=10, json_out=False).cmdloop()
+    _print_table([":x:"], [("root:x:0:0",)], False, "SELECT ':x:' FROM [red]t[/red]")
+    out = capsys.readouterr().out
+    for text in ("root:x:0:0", "[bold]/a[/bold]", ":thumbs_up:", "SELECT ':x:' FROM [red]t[/red]"):
+        assert text in out
+    assert "\u274c" not in out and "\U0001f44d" not in out  # no ❌, no 👍
+    assert out.count(":x:") == 4  # two values, a column name and a title

@@ -58,7 +58,9 @@ TABLES = {
     "traffic": ("append", "requests, bytes, status classes per final window"),
 }
 
-_out = Console(soft_wrap=True, highlight=False, markup=False)  # URL paths may hold [ ]
+#: Values are printed as they are: no Rich markup (URL paths may hold ``[ ]``), no emoji
+#: shortcodes (``root:x:0:0`` must not become ``root❌0:0``), no highlighting.
+_out = Console(soft_wrap=True, highlight=False, markup=False, emoji=False)
 
 
 def _start_tables(
@@ -132,11 +134,14 @@ def _rows(spark: Any, statement: str, max_rows: int) -> tuple[list[str], list[An
 def _print_table(columns: list[str], rows: list[Any], cut: bool, title: str | None) -> None:
     from logstream.sinks.webhook import json_safe
 
-    table = Table(title=title, title_justify="left")
+    from rich.text import Text
+
+    # Text cells: a value is shown as it is, never read as markup or emoji shortcodes
+    table = Table(title=None if title is None else Text(title), title_justify="left")
     for name in columns:
-        table.add_column(name)
+        table.add_column(Text(name))
     for row in rows:
-        table.add_row(*("" if v is None else str(json_safe(v)) for v in row))
+        table.add_row(*(Text("" if v is None else str(json_safe(v))) for v in row))
     _out.print(table)
     if cut:
         _out.print(f"(first {len(rows)} rows; raise --max-rows to see more)")
