@@ -14,6 +14,12 @@ from logstream.cli import main
 from logstream.cli.sql import SqlShell, _print_table
 from tests.conftest import NASA_JUL_2000, data_file
 
+#: A JDBC view whose driver is not on the class path: a Java-side error (Py4JJavaError).
+JDBC_VIEW = (
+    "CREATE TEMPORARY VIEW nodriver USING jdbc "
+    "OPTIONS (url 'jdbc:nosuchdb://localhost/db', dbtable 'accounts')"
+)
+
 CLF = re.compile(r'^(\S+) (\S+) (\S+) \[([^\]]+)\] "(.*)" (\d{3}) (\d+|-)\s*$')
 
 
@@ -81,6 +87,8 @@ def test_the_prompt_answers_statements_from_stdin(monkeypatch, capsys):
         (["--tables", "urlranks,nope"], "unknown table 'nope'"),
         (["--window", "soon"], "--window: 'soon' is not an interval"),
         (["-e", "SELEC 1"], "--execute 'SELEC 1' failed"),
+        # a Java-side error (Py4JJavaError, not converted by PySpark): one line, exit 2
+        (["-e", JDBC_VIEW], "failed: java.sql.SQLException: No suitable driver"),
     ],
 )
 def test_bad_options_exit_2_naming_the_value(extra, message, capsys):
@@ -94,6 +102,23 @@ def test_bad_options_exit_2_naming_the_value(extra, message, capsys):
     ]
     assert main([*args, *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_prompt_reports_a_java_side_error_in_one_line_and_goes_on(spark, monkeypatch, capsys):
+    script = [
+        JDBC_VIEW,  # java.sql.SQLException from the JVM: a Py4JJavaError, not a PySpark error
+        "SELECT java_method('java.lang.Integer', 'parseInt', 'x') AS n",  # a failed job
+        "SELECT 'still here' AS answer",
+    ]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(script) + "\n"))
+    SqlShell(spark, [], max_rows=10, json_out=True).cmdloop()
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith("logstream sql: live tables")
+    assert out[1] == "error: java.sql.SQLException: No suitable driver"
+    assert out[2].startswith("error: org.apache.spark.SparkException: Job aborted")
+    assert out[2].endswith('(caused by java.lang.NumberFormatException: For input string: "x")')
+    assert json.loads(out[3]) == [{"answer": "still here"}]
+    assert len(out) == 4
 
 
 def test_table_output_prints_values_as_plain_text(spark, monkeypatch, capsys):

@@ -63,6 +63,48 @@ TABLES = {
 _out = Console(soft_wrap=True, highlight=False, markup=False, emoji=False)
 
 
+def _spark_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a failed statement: PySpark's (its base class) and Py4J's (a Java-side
+    exception PySpark does not convert, ``Py4JJavaError``, is one)."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JError)
+
+
+def spark_error_line(error: BaseException) -> str:
+    """One line saying what a failed statement's Spark error is.
+
+    A PySpark error (:class:`pyspark.errors.PySparkException`: analysis, parse, runtime,
+    arithmetic …) gives its first line. A Java-side error that PySpark does not convert
+    (:class:`py4j.protocol.Py4JJavaError`, e.g. ``java.sql.SQLException: No suitable driver``
+    of a JDBC view) gives the Java exception's own first line, and its root cause's when that
+    differs (a failed job's ``SparkException`` wraps the task's exception). Any other error
+    gives its type and first line.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    def first(text: str) -> str:
+        lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+        return lines[0] if lines else ""
+
+    if isinstance(error, Py4JJavaError):
+        try:
+            java = error.java_exception
+            line = first(java.toString())
+            root = java
+            while root.getCause() is not None and root.getCause() is not root:
+                root = root.getCause()
+            cause = first(root.toString())
+            if cause and cause not in line:
+                line = f"{line} (caused by {cause})"
+            return line
+        except Exception:  # the JVM is gone: what Py4J said
+            pass
+    line = first(str(error))
+    return line or type(error).__name__
+
+
 def _start_tables(
     spark: Any,
     inputs: list[str],
@@ -207,12 +249,10 @@ class SqlShell(cmd.Cmd):
         return False
 
     def _statement(self, text: str) -> None:
-        from pyspark.errors import PySparkException
-
         try:
             columns, rows, cut = _rows(self.spark, text, self.max_rows)
-        except PySparkException as e:
-            _out.print(f"error: {str(e).strip().splitlines()[0]}")
+        except _spark_errors() as e:  # any Spark error, Python- or Java-side: the prompt goes on
+            _out.print(f"error: {spark_error_line(e)}")
             return
         if self.json_out:
             _out.print(_json_line(columns, rows), soft_wrap=True)
@@ -267,8 +307,6 @@ def sql(
 
     Example: logstream sql access.log.gz -e "SELECT url_path, requests FROM urlranks LIMIT 10"
     """
-    from pyspark.errors import PySparkException
-
     from logstream.pipeline.config import spark_interval
     from logstream.session import get_spark
     from logstream.sources import expand_inputs
@@ -302,9 +340,10 @@ def sql(
                 for statement in execute:
                     try:
                         columns, rows, cut = _rows(spark, statement, max_rows)
-                    except PySparkException as e:
-                        first = str(e).strip().splitlines()[0]
-                        raise ConfigError(f"--execute {statement!r} failed: {first}") from None
+                    except _spark_errors() as e:
+                        raise ConfigError(
+                            f"--execute {statement!r} failed: {spark_error_line(e)}"
+                        ) from None
                     if json_out:
                         typer.echo(_json_line(columns, rows))
                     else:
