@@ -102,6 +102,19 @@ def test_check_file_tells_whole_truncated_and_foreign_files_apart(bad_inputs, na
     assert check_file(bad_inputs["fake"]).startswith("corrupt gz:")
 
 
+@pytest.mark.parametrize("cut_at", [6_500, 30_000])
+def test_a_truncated_gzip_reports_the_bytes_actually_read(nasa_day, tmp_path, cut_at):
+    # cut within the first 64 KiB of content (6,500 bytes of gzip hold 59,186 bytes, 543
+    # lines: the file had 62,564 bytes and was reported as "read 0 bytes") and beyond
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(nasa_day.read_bytes()[:cut_at])
+    content = len(zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(cut.read_bytes()))
+    assert content > 0
+    error = check_file(cut)
+    assert error.startswith("truncated gz:")
+    assert error.endswith(f"(read {content:,} bytes of its content)"), (error, content)
+
+
 def test_the_files_of_a_micro_batch_are_read_from_the_source_log(tmp_path):
     log = tmp_path / "sources" / "0"
     log.mkdir(parents=True)

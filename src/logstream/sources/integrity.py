@@ -89,7 +89,11 @@ def check_file(path: Path) -> str | None:
                 fh.read(1)
             return None
         with opener(path, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
+            # read1, not read: read() gathers several decompressor outputs into one chunk and
+            # drops them all when the stream ends early, so a file cut within its first
+            # 64 KiB would show "read 0 bytes"; read1 returns each output as it comes, and the
+            # EOFError arrives on a call that has nothing more to give
+            while chunk := fh.read1(_CHUNK):
                 read += len(chunk)
     except EOFError as exc:
         return f"truncated {suffix[1:]}: {exc} (read {read:,} bytes of its content)"
