@@ -26,6 +26,7 @@ from logstream.sources.follow import (
     initial_offset,
     plan_ranges,
     read_range,
+    rotation_warnings,
     scan,
     snapshot,
 )
@@ -239,6 +240,25 @@ def test_copytruncate_reads_the_unread_lines_from_the_copy_once(tmp_path, day, p
     assert copy["fp"] == entry(first, log)["fp"]
     third = scan(roundtrip(second), patterns, seen=seen)  # nothing new: no micro-batch
     assert third == second
+
+
+def test_a_micro_batch_replayed_after_a_copytruncate_reads_its_range_from_the_copy(
+    tmp_path, day
+):
+    """Planned, then killed before it ran; logrotate copied and truncated meanwhile. The
+    replay reads the planned range from the copy, and the next plan continues the copy."""
+    log = tmp_path / "access.log"
+    put(log, day[:100])
+    patterns = check_follow_paths([str(tmp_path / "access.log*")])
+    first = scan(initial_offset(), patterns)
+    put(log, day[100:200])
+    planned = scan(roundtrip(first), patterns)  # in the offset log; the run dies here
+    put(log, day[200:220])
+    copytruncate(log, tmp_path / "access.log.1")
+    put(log, day[220:230])
+    assert values(read_between(first, planned)) == day[100:200]  # the replay
+    after = scan(roundtrip(planned), patterns)
+    assert sorted(values(read_between(planned, after))) == sorted(day[200:230])
 
 
 def test_a_copy_seen_before_the_truncation_is_never_read_twice(tmp_path, day):
@@ -616,3 +636,12 @@ def test_nasa_day_through_rotations_exactly_once(spark, nasa_day, tmp_path):
     assert (end["lost_bytes"], end["lost_files"]) == (0, 0)
     assert len(read) == 35272
     assert Counter(read) == Counter(lines)
+
+
+def test_a_log_followed_without_its_rotated_names_gets_a_warning(tmp_path):
+    log = str(tmp_path / "access.log")
+    [warning] = rotation_warnings(check_follow_paths([log]))
+    assert log in warning and f'"{log}*"' in warning
+    assert rotation_warnings(check_follow_paths([f"{log}*"])) == []
+    assert rotation_warnings(check_follow_paths([log, f"{log}.1"])) == []
+    assert rotation_warnings(check_follow_paths([log, f"{log}-*"])) == []

@@ -40,6 +40,7 @@ must see the same files (see ``docs/follow.md``).
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import json
@@ -79,6 +80,7 @@ __all__ = [
     "initial_offset",
     "plan_ranges",
     "read_range",
+    "rotation_warnings",
     "scan",
     "snapshot",
 ]
@@ -189,6 +191,36 @@ def check_follow_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
         if str(p) not in checked:
             checked.append(str(p))
     return checked
+
+
+def rotation_warnings(patterns: Sequence[str]) -> list[str]:
+    """Warnings for followed files whose first rotated name no pattern matches.
+
+    Parameters
+    ----------
+    patterns : sequence of str
+        As returned by :func:`check_follow_paths`.
+
+    Returns
+    -------
+    list of str
+        One message per literal file (no glob) when neither ``FILE.1`` (logrotate's name)
+        nor ``FILE-YYYYMMDD`` (its ``dateext``) is matched: a file rotated while logstream is
+        stopped, or twice between two micro-batches, is then never read. Each names the
+        fix: follow the quoted glob ``FILE*``.
+    """
+    warnings = []
+    for path in patterns:
+        if _is_glob(path) or any(path.startswith((f"{p}.", f"{p}-")) for p in patterns):
+            continue  # a glob, or itself the rotated name of a followed file
+        rotated = (f"{path}.1", f"{path}-20260101")
+        if not any(fnmatch.fnmatchcase(r, p) for r in rotated for p in patterns):
+            warnings.append(
+                f"following {path} alone: a rotation while logstream is stopped (or two "
+                f"between micro-batches) loses the lines of the file rotated away; follow "
+                f'"{path}*" (quoted) so that its rotated names are matched too (docs/follow.md)'
+            )
+    return warnings
 
 
 def _compressed(path: str) -> bool:
@@ -796,6 +828,10 @@ class FileRange(InputPartition):
     split_lo, split_hi : int
         This task's share of ``[lo, hi)``: the lines that start in it (a line crossing
         ``split_hi`` belongs to this split, as in Hadoop's line reader).
+    fp : str
+        The file's fingerprint (as in the offset; "" when unknown) over its first ``fplen``
+        bytes: a micro-batch replayed after a ``copytruncate`` reads the range from the copy.
+    fplen : int
     """
 
     path: str
@@ -806,6 +842,8 @@ class FileRange(InputPartition):
     crc: int
     split_lo: int
     split_hi: int
+    fp: str = ""
+    fplen: int = 0
 
 
 def plan_ranges(
@@ -864,6 +902,8 @@ def plan_ranges(
                     int(f["crc"]),
                     a,
                     min(hi, a + split_bytes),
+                    str(f.get("fp") or ""),
+                    int(f.get("fplen") or 0),
                 )
             )
     return ranges
@@ -902,6 +942,25 @@ def _lines_batch(block: bytes, uri: str, schema: pa.Schema) -> pa.RecordBatch:
     )
 
 
+def _range_copy(part: FileRange) -> tuple[int, str] | None:
+    """A file beside ``part``'s that holds its bytes: same fingerprint, same CRC-32 before
+    ``hi`` (opened; None when there is none)."""
+    if not part.fplen:
+        return None
+    directory = os.path.dirname(part.path)
+    for ident, (path, _) in sorted(_neighbours({directory}, {}).items()):
+        opened = _open(path, ident)
+        if opened is None:
+            continue
+        fd, path = opened
+        head = os.pread(fd, part.fplen, 0)
+        if _fingerprint(head) == part.fp and _crc_before(fd, part.hi) == part.crc:
+            log.info("%s holds bytes %d-%d of %s: read there", path, part.lo, part.hi, part.path)
+            return fd, path
+        os.close(fd)
+    return None
+
+
 def read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
     """Read the lines of one :class:`FileRange` as Arrow batches (executor side).
 
@@ -918,19 +977,26 @@ def read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
     Notes
     -----
     The file is opened by path and its identity checked; if the path now holds another file,
-    the inode is looked up in the same directory. A file that vanished, or whose bytes before
-    ``hi`` changed since planning (truncated in between), yields nothing and logs a warning:
-    reading on would give lines that are not those the offset log promised.
+    the inode is looked up in the same directory. When the file vanished or its bytes before
+    ``hi`` changed since planning (a micro-batch replayed after a ``copytruncate``), the range
+    is read from a file in the same directory with the same fingerprint and the same bytes
+    before ``hi`` (the copy). Without one, it yields nothing and logs a warning: reading on
+    would give lines that are not those the offset log promised.
     """
     opened = _open(part.path, (part.dev, part.ino))
+    if opened is not None and _crc_before(opened[0], part.hi) != part.crc:
+        os.close(opened[0])
+        opened = None
     if opened is None:
-        log.warning("%s (inode %d) vanished before its lines were read", part.path, part.ino)
+        opened = _range_copy(part)
+    if opened is None:
+        log.warning(
+            "%s (inode %d) vanished or changed before bytes %d-%d were read",
+            part.path, part.ino, part.lo, part.hi,
+        )  # fmt: skip
         return
     fd, path = opened
     try:
-        if _crc_before(fd, part.hi) != part.crc:
-            log.warning("%s changed before bytes %d-%d were read", path, part.lo, part.hi)
-            return
         begin = _line_start(fd, part.split_lo, part.lo, part.hi)
         stop = _line_start(fd, part.split_hi, part.lo, part.hi)
         uri = _uri(path)
