@@ -387,7 +387,14 @@ def run(
             "pipeline [default: on for the demo, off otherwise].",
         ),
     ] = None,
-    host: Annotated[str, typer.Option("--host", help="Dashboard address.")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Dashboard address. Spark's UI and driver listen on 127.0.0.1 too (a local "
+            "master): --conf spark.driver.bindAddress=0.0.0.0 opens them (docs/operations.md).",
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Dashboard port.")] = 8050,
     duration: Annotated[
         str | None,
