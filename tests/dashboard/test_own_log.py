@@ -228,7 +228,7 @@ def test_the_page_and_the_metrics_follow_the_growing_log(own_run, browser):
     try:
         page = context.new_page()
         page.goto(run.url)
-        page.wait_for_selector("#kpis", timeout=60_000)
+        page.wait_for_selector("#banner", state="attached", timeout=60_000)
 
         def on_page() -> tuple[int | None, int | None, str]:
             shown = page.locator("#kpi-requests .value")
@@ -268,6 +268,9 @@ def test_the_page_and_the_metrics_follow_the_growing_log(own_run, browser):
         want = (second["requests"], second["requests"], "")
         eventually(on_page, lambda v: v == want, run, CATCH_UP_S)
         assert "does not exist" not in page.inner_text("#banner")
+        assert page.locator("#follow-losses").count() == 0  # nothing lost: no warning
+        if page.locator("#kpi-lost").count():  # the run records the follow source's totals
+            assert kpi(page, "lost") == "0 B"
     finally:
         context.close()
 

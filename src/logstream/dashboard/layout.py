@@ -445,18 +445,6 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
         ),
         _kpi("newest", "Newest event", _short_time(snap.newest_event), "event time"),
     ]
-    if snap.follow_losses:  # the follow source records its losses: show them, even when 0
-        lost = snap.follow_losses
-        cards.append(
-            _kpi(
-                "lost",
-                "Lost to rotation",
-                human_bytes(lost["follow_lost_bytes"]),
-                f"~{_num(lost['follow_lost_lines'])} lines, "
-                f"{_num(lost['follow_truncations'])} truncations seen",
-                warn=lost["follow_lost_bytes"] > 0,
-            )
-        )
     lag = "" if snap.watermark_delay_s is None else _duration(snap.watermark_delay_s)
     cards.append(
         _kpi(
@@ -466,6 +454,18 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             f"{lag} behind the newest event" if lag else "",
         )
     )
+    if snap.follow_losses:  # the follow source records its losses: show them, even when 0
+        lost = snap.follow_losses
+        cards.append(
+            _kpi(
+                "lost",
+                "Lost to rotation",
+                human_bytes(lost["follow_lost_bytes"]),
+                f"~{_num(lost['follow_lost_lines'])} lines; truncations seen: "
+                f"{_num(lost['follow_truncations'])}",
+                warn=lost["follow_lost_bytes"] > 0,
+            )
+        )
     if h is not None:
         cards += [
             _kpi("input-rate", "Input rate", _num(h.input_rows_per_s), "events/s, last batch"),
