@@ -176,3 +176,37 @@ def test_a_signal_stops_the_run_cleanly(landing, tmp_path, moment, signum, targe
         assert rows == 0
     if moment in ("publishing", "committed"):
         assert batches >= 1  # the micro-batch running at the signal was delivered whole
+
+
+class _Query:
+    """A stand-in streaming query that never ends by itself."""
+
+    isActive = True
+
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    def awaitTermination(self, timeout: float) -> bool:
+        assert timeout > 0, "Spark raises VALUE_NOT_POSITIVE for a timeout of 0"
+        self.timeouts.append(timeout)
+        time.sleep(timeout)
+        return False
+
+
+def test_devices_run_waits_in_steps_until_its_deadline_or_a_stop():
+    """``logstream devices run --duration 40s`` ended with PySpark's VALUE_NOT_POSITIVE: its
+    last wait was ``awaitTermination(0.0)``. The wait is in positive steps, and a stop (the
+    signal handler's event) ends it at once."""
+    import threading
+
+    from logstream.cli.devices import _wait
+
+    query = _Query()
+    start = time.monotonic()
+    _wait([query], threading.Event(), start + 1.2)
+    assert 1.2 <= time.monotonic() - start < 10 and len(query.timeouts) >= 2
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    start = time.monotonic()
+    _wait([query], stop, None)
+    assert time.monotonic() - start < 5  # not the 40 s of a --duration: a step or two

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from logstream.cli.app import MasterOption, app, err_console
+from logstream.cli.run import StopSignals
 from logstream.config import SparkSettings
 from logstream.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 
 devices_app = typer.Typer(
     help="Device and sensor events: per-device windows, threshold alerts, device state.",
@@ -122,19 +127,37 @@ def run(
     if duration and cfg.trigger == "available-now":
         raise ConfigError("--duration needs an interval --trigger (available-now stops by itself)")
     duration_s = interval_seconds(duration) if duration else None
-    spark = get_spark(SparkSettings.build(master=master))
-    queries = start_device_queries(spark, cfg)
-    deadline = None if duration_s is None else time.monotonic() + duration_s
-    try:
-        for q in queries:
-            if deadline is None:
-                q.awaitTermination()
-            else:
-                q.awaitTermination(max(0.0, deadline - time.monotonic()))
-    finally:
-        for q in queries:
-            q.stop()
+    stop = threading.Event()  # Ctrl-C or SIGTERM, to the process or its group: a clean stop
+    with StopSignals(stop):
+        if stop.is_set():
+            return
+        spark = get_spark(SparkSettings.build(master=master), keep_signal_handlers=True)
+        queries = [] if stop.is_set() else start_device_queries(spark, cfg)
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        try:
+            _wait(queries, stop, deadline)
+        finally:
+            for q in queries:
+                q.stop()  # the Parquet sinks commit a micro-batch whole or not at all
     for q in queries:
         if q.exception() is not None:
             raise ConfigError(f"device query {q.name} failed: {q.exception()}")
     err_console.print(f"device outputs in {cfg.output_dir}: " + ", ".join(q.name for q in queries))
+
+
+def _wait(queries: list[StreamingQuery], stop: threading.Event, deadline: float | None) -> None:
+    """Until every query ended (available-now), one failed, ``stop`` is set or ``deadline``
+    (``time.monotonic()``) passes: the wait is in steps, so a signal is seen at once."""
+    from pyspark.errors import StreamingQueryException
+
+    while not stop.is_set():
+        active = [q for q in queries if q.isActive]
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if not active or (remaining is not None and remaining <= 0):
+            return
+        # Spark takes a positive timeout only (0.0 raised VALUE_NOT_POSITIVE at --duration's end)
+        step = 0.5 if remaining is None else min(0.5, max(0.01, remaining))
+        try:
+            active[0].awaitTermination(step)
+        except StreamingQueryException:
+            return  # reported by the caller
