@@ -161,3 +161,97 @@ def test_parse_line_matches_the_batch_parser_on_real_lines(spark, nasa_day):
     assert sorted(o for o in ours if o is not None) == sorted(theirs)
     with pytest.raises(ValueError, match="multiple of the batch interval"):
         DStreamSettings(batch_s=1, window_s=2.5)
+
+
+T = "09/Jul/1995:00:00:01 -0400"
+#: Good and bad lines of every quarantine reason, and the time, status and size edges where a
+#: hand-written parser could differ from Spark's (strict widths, case, ranges, casts).
+EDGE_TIMES = [
+    T, "bad date", "9/Jul/1995:00:00:01 -0400", "09/jul/1995:00:00:01 -0400",
+    "09/JUL/1995:00:00:01 -0400", "31/Feb/1995:00:00:01 -0400", "29/Feb/1996:00:00:01 +0000",
+    "29/Feb/1995:00:00:01 +0000", "09/Jul/19950:00:00:01 -0400", "09/Jul/995:00:00:01 -0400",
+    "09/Jul/0000:00:00:01 +0000", "09/Jul/1995:24:00:01 -0400", "09/Jul/1995:00:00:60 -0400",
+    "09/Jul/1995:00:00:01 -04", "09/Jul/1995:00:00:01 -04:00", "09/Jul/1995:00:00:01 +1900",
+    "09/Jul/1995:00:00:01 +1800", "09/Jul/1995:00:00:01 -0460", "09/Jul/1995:00:00:01 Z",
+    "09/Jul/1995:00:00:01  -0400", "09/July/1995:00:00:01 -0400", "09/Jul/1995:00:00:01",
+    " 09/Jul/1995:00:00:01 -0400", "09/Jul/1995:00:00:01 -0400 ", "09/Jly/1995:00:00:01 -0400",
+]  # fmt: skip
+EDGE_STATUS = ["200", "+200", "0200", "200.0", "099", "100", "599", "600", "abc", "2_00",
+               "99999999999"]  # fmt: skip
+EDGE_BYTES = ["-", "+5", "0005", "5.0", "-5", "abc", "1e3", "5_0", "9223372036854775807",
+              "99999999999999999999"]  # fmt: skip
+EDGE_OTHER = [
+    "", "   ", "\t", "garbage", "a\x01b", '1.2.3.4 - - [bad date] "GET / HTTP/1.0" 999 x',
+    '1.2.3.4 - - [bad date] "GET / HTTP/1.0" 200 5',  # the line
+]  # fmt: skip
+
+
+def edge_lines() -> list[str]:
+    line = '1.2.3.4 - - [{t}] "GET /a.html?q=1 HTTP/1.0" {s} {b}'
+    return [
+        *(line.format(t=t, s=200, b=5) for t in EDGE_TIMES),
+        *(line.format(t=T, s=s, b=5) for s in EDGE_STATUS),
+        *(line.format(t=T, s=200, b=b) for b in EDGE_BYTES),
+        *EDGE_OTHER,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("log_format", "extra"),
+    [
+        ("common", []),
+        # a strftime time: 12-hour clock, two-digit year, day without leading zero
+        ('%h [%{%e.%m.%y %I:%M:%S %p}t] "%r" %>s %b', [
+            f'1.2.3.4 [{t}] "GET / HTTP/1.0" 200 5' for t in (
+                " 9.07.95 01:02:03 PM", "19.07.95 12:02:03 am", "19.07.95 13:02:03 PM",
+                "19.07.95 00:02:03 AM", "30.02.24 01:02:03 PM", "29.02.24 01:02:03 PM",
+                "19.13.95 01:02:03 PM", "19.07.95 01:02:03 XM",
+            )
+        ]),
+        # epoch seconds (the NASA TSV files: its header line is skipped, not quarantined)
+        ("nasa-tsv", [
+            "host\tlogname\ttime\tmethod\turl\tresponse\tbytes",
+            "h\t-\t804571201\tGET\t/a.html\t200\t5", "h\t-\t804571201.5\tGET\t/\t200\t5",
+            "h\t-\t99999999999999999999\tGET\t/\t200\t5", "h\t-\tsoon\tGET\t/\t200\t5",
+            "h\t-\t804571201\tGET\t/\t700\t5", "h\t-\t804571201\tGET\t/\t200\t-1",
+        ]),
+    ],
+)  # fmt: skip
+def test_the_dstream_parser_quarantines_the_lines_the_batch_parser_does(
+    spark, nasa_day, log_format, extra
+):
+    from logstream.dstream.weblog import (
+        classify_line,
+        parse_rdd_of,
+        time_checker,
+        unparseable_accumulator,
+    )
+
+    fmt = compile_format(log_format)
+    with gzip.open(nasa_day, "rt", encoding="utf-8", errors="replace") as fh:
+        real = [next(fh).rstrip("\n") for _ in range(200)]
+    lines = [*(real + edge_lines() if log_format == "common" else []), *extra]
+    frame = spark.createDataFrame([(x, "t") for x in lines], "value string, source_file string")
+    columns = ["raw_line", "quarantine_reason", "client_host", "url_path", "status", "bytes_sent"]
+    batch = parse(frame, fmt).select(*columns).collect()  # year 0 has no Python datetime
+    theirs = {r.raw_line: r.quarantine_reason for r in batch}  # None: an event
+    # the line is quarantined as bad_timestamp by both editions
+    assert log_format != "common" or theirs['1.2.3.4 - - [bad date] "GET / HTTP/1.0" 200 5'] == (
+        "bad_timestamp"
+    )
+    assert len(set(theirs.values()) - {None}) >= (5 if log_format == "common" else 2)
+    rx, ok = fmt.python_regex, time_checker(fmt)
+    ours = {
+        x: (r if isinstance(r := classify_line(x, rx, fmt.fields, ok), str) else None)
+        for x in lines
+        if x in theirs  # a header line: skipped by both
+    }
+    assert ours == theirs
+    # the DStream edition's batch function keeps exactly the batch parser's events, and
+    # counts the quarantined lines
+    counter = unparseable_accumulator(spark.sparkContext)
+    before = counter.value
+    kept = parse_rdd_of(fmt)(spark.sparkContext.parallelize(lines, 2)).collect()
+    events = [(r.client_host, r.url_path, r.status, r.bytes_sent) for r in batch if not r[1]]
+    assert sorted(kept) == sorted(events)
+    assert counter.value - before == sum(reason is not None for reason in theirs.values())

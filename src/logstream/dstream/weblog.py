@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from logstream.analytics.pages import is_content_path
 from logstream.errors import LogFormatError
 from logstream.parsing import compile_format
+from logstream.parsing.logformat import CompiledFormat
 
 if TYPE_CHECKING:
     from pyspark import Accumulator, SparkContext
@@ -51,13 +52,17 @@ __all__ = [
     "DStreamSettings",
     "HostTotals",
     "build_weblog_streams",
+    "classify_line",
     "commit_status_batch",
     "dstream_store_schema",
+    "line_parser",
     "listed_hosts_rdd",
     "parse_line",
+    "parse_rdd_of",
     "parsed_requests",
     "progress_listener",
     "read_listed_hosts",
+    "time_checker",
     "unparseable_accumulator",
 ]
 
@@ -132,28 +137,213 @@ class DStreamSettings:
             raise ValueError("top and host_idle_batches must be at least 1")
 
 
-def parse_line(line: str, regex: Any, fields: tuple[str, ...]) -> Request | None:
-    """Parse one access-log line into ``(client_host, url_path, status, bytes_sent)``.
+# ---------------------------------------------------------------------------------------------
+# The batch parser's quarantine rules (logstream.parsing.parser.parse), in plain Python: a
+# DStream job parses with Python's re in its executors, and must set aside exactly the lines
+# `logstream batch` and `logstream run` quarantine, for the same reason.
 
-    Returns None when the line does not match the format or its status is not a number (the
-    batch parser quarantines both). ``bytes_sent`` of ``-`` is 0. The path is the request
-    target up to ``?``.
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+_SIGNED_DIGITS = re.compile(r"[+-]?[0-9]+")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+#: Spark datetime pattern letters (as logstream's formats write them) → Python regex, with the
+#: fixed widths of Spark's strict parser: ``9/Jul/1995`` and year ``19950`` are bad for
+#: ``dd/MMM/yyyy``, the month name is read case-insensitively, an offset is ``+HHMM``.
+_PATTERN_TOKENS = {
+    "yyyy": r"(?P<year>[0-9]{4})",
+    "yy": r"(?P<yy>[0-9]{2})",
+    "MMM": r"(?P<mon>[A-Za-z]{3})",
+    "MM": r"(?P<month>[0-9]{2})",
+    "dd": r"(?P<day>[0-9]{2})",
+    "d": r"(?P<day>[0-9]{1,2})",
+    "HH": r"(?P<hour>[0-9]{2})",
+    "hh": r"(?P<hour12>[0-9]{2})",
+    "mm": r"(?P<minute>[0-9]{2})",
+    "ss": r"(?P<second>[0-9]{2})",
+    "a": r"(?P<ampm>[AaPp][Mm])",
+    "Z": r"(?P<offset>[+-][0-9]{4})",
+}
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A Spark datetime pattern of :func:`logstream.parsing.compile_format` as a Python regex."""
+    parts: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "'":  # a quoted literal ('' is a quote)
+            end = pattern.index("'", i + 1)
+            parts.append(re.escape(pattern[i + 1 : end] or "'"))
+            i = end + 1
+        elif ch.isalpha():
+            run = len(pattern[i:]) - len(pattern[i:].lstrip(ch))
+            token = pattern[i : i + run]
+            if token not in _PATTERN_TOKENS:
+                raise LogFormatError(f"time pattern {pattern!r}: {token!r} is not supported here")
+            parts.append(_PATTERN_TOKENS[token])
+            i += run
+        else:
+            parts.append(re.escape(ch))
+            i += 1
+    return re.compile("".join(parts))
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 2:  # proleptic Gregorian, as Spark: year 0 is a leap year
+        return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def _valid_fields(got: dict[str, str | None]) -> bool:
+    """Whether the fields of a matched time make a date and time (Spark's strict resolver)."""
+    if got.get("year") is not None:
+        year = int(got["year"])  # type: ignore[arg-type]
+    elif got.get("yy") is not None:
+        year = 2000 + int(got["yy"])  # type: ignore[arg-type]
+    else:
+        year = 1970
+    if got.get("mon") is not None:
+        name = got["mon"].lower()  # type: ignore[union-attr]
+        if name not in _MONTHS:
+            return False
+        month = _MONTHS.index(name) + 1
+    else:
+        month = int(got.get("month") or 1)
+    day = int(got.get("day") or 1)
+    if got.get("hour12") is not None:
+        hour = int(got["hour12"])  # type: ignore[arg-type]
+        if not 1 <= hour <= 12:
+            return False
+        hour = hour % 12 + (12 if (got.get("ampm") or "am").lower() == "pm" else 0)
+    else:
+        hour = int(got.get("hour") or 0)
+    minute, second = int(got.get("minute") or 0), int(got.get("second") or 0)
+    if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month)):
+        return False
+    if not (0 <= hour <= 23 and 0 <= minute <= 59 and 0 <= second <= 59):
+        return False
+    offset = got.get("offset")
+    if offset is not None:
+        hours, minutes = int(offset[1:3]), int(offset[3:5])
+        if minutes > 59 or hours * 60 + minutes > 18 * 60:  # java.time.ZoneOffset: ±18:00
+            return False
+    return True
+
+
+def time_checker(fmt: CompiledFormat) -> Callable[[str], bool]:
+    """Whether a ``time`` field's text is a valid time for ``fmt``, as the batch parser reads it.
+
+    The batch parser reads the field with ``try_to_timestamp(time, pattern)`` (or an epoch cast)
+    and quarantines a line whose time is null as ``bad_timestamp``; this is the same test in
+    plain Python, for the DStream edition.
+
+    Examples
+    --------
+    >>> from logstream.parsing import compile_format
+    >>> ok = time_checker(compile_format("common"))
+    >>> ok("09/Jul/1995:00:00:01 -0400"), ok("bad date"), ok("31/Feb/1995:00:00:01 -0400")
+    (True, False, False)
     """
+    if fmt.time_kind in ("epoch_s", "epoch_ms"):  # try_cast("bigint")
+        return lambda text: bool(_SIGNED_DIGITS.fullmatch(text)) and abs(int(text)) <= _LONG_MAX
+    if fmt.time_kind == "epoch_s_frac":  # try_cast("decimal(20,6)"): 14 whole digits at most
+        frac = re.compile(r"[+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+")
+        return lambda text: (
+            bool(frac.fullmatch(text)) and (len(text.lstrip("+-").split(".")[0].lstrip("0")) <= 14)
+        )
+    if fmt.time_kind != "pattern" or fmt.time_pattern is None:
+        raise LogFormatError(f"time kind {fmt.time_kind!r} is not read by the DStream edition")
+    regex = _pattern_regex(fmt.time_pattern)
+
+    def ok(text: str) -> bool:
+        match = regex.fullmatch(text)
+        return match is not None and _valid_fields(match.groupdict())
+
+    return ok
+
+
+_CLF_TIME_OK: Callable[[str], bool] | None = None
+
+
+def _clf_time_ok(text: str) -> bool:
+    global _CLF_TIME_OK
+    if _CLF_TIME_OK is None:
+        _CLF_TIME_OK = time_checker(compile_format("common"))
+    return _CLF_TIME_OK(text)
+
+
+def _whole(text: str, limit: int) -> int | None:
+    """``text`` as Spark's ``try_cast`` to a whole number reads it (``+5``, ``0005``), or None
+    (``5.0``, ``5_0``, ``1e3`` and values beyond ``limit`` are null there)."""
+    if not _SIGNED_DIGITS.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -limit - 1 <= value <= limit else None
+
+
+def classify_line(
+    line: str,
+    regex: Any,
+    fields: tuple[str, ...],
+    time_ok: Callable[[str], bool] = _clf_time_ok,
+) -> Request | str:
+    """Parse one access-log line into ``(client_host, url_path, status, bytes_sent)``, or give
+    the reason the batch parser quarantines it for.
+
+    The reasons and their order are :func:`logstream.parsing.parse`'s: ``empty_line``,
+    ``control_character`` (U+0001), ``format_mismatch``, ``bad_timestamp`` (``time_ok`` says
+    no: :func:`time_checker` of the format), ``bad_status`` (not a whole number from 100 to
+    599), ``bad_bytes`` (neither ``-`` nor a whole number ≥ 0). ``bytes_sent`` of ``-`` is 0.
+    The path is the request target up to ``?``.
+    """
+    if line.strip(" ") == "":  # Spark's trim: spaces only
+        return "empty_line"
+    if "\x01" in line:
+        return "control_character"
     match = regex.match(line)
     if match is None:
-        return None
+        return "format_mismatch"
     got = dict(zip(fields, match.groups(), strict=True))
-    status = got.get("status")
-    if status is None or not status.isdigit():
-        return None
+    if "time" in got and not time_ok(got["time"] or ""):
+        return "bad_timestamp"
+    status = _whole(got["status"] or "", _INT_MAX) if "status" in got else None
+    if status is None or not 100 <= status <= 599:
+        return "bad_status"
+    size_text = got.get("bytes_sent")
+    size = 0 if size_text is None or size_text == "-" else _whole(size_text, _LONG_MAX)
+    if size is None or size < 0:
+        return "bad_bytes"
     target = got.get("url_path") or got.get("target") or ""
-    size = got.get("bytes_sent") or "-"
-    return (
-        got.get("client_host") or "-",
-        target.split("?", 1)[0],
-        int(status),
-        int(size) if size.isdigit() else 0,
-    )
+    return (got.get("client_host") or "-", target.split("?", 1)[0], status, size)
+
+
+def parse_line(
+    line: str,
+    regex: Any,
+    fields: tuple[str, ...],
+    time_ok: Callable[[str], bool] = _clf_time_ok,
+) -> Request | None:
+    """:func:`classify_line`'s request, or None for a line the batch parser quarantines
+    (``time_ok`` defaults to the CLF time of ``common`` and ``combined``)."""
+    request = classify_line(line, regex, fields, time_ok)
+    return None if isinstance(request, str) else request
+
+
+def line_parser(fmt: CompiledFormat) -> Callable[[Iterable[str]], Iterator[Request | str]]:
+    """Classify the lines of a partition with ``fmt`` (:func:`classify_line`), the regex and
+    the time checker built once per call; a header line of the format (``nasa-tsv``) is
+    skipped, as the batch parser skips it."""
+    pattern, fields, header = fmt.regex, fmt.fields, fmt.header
+    time_checker(fmt)  # a time the DStream edition cannot read fails here, on the driver
+
+    def classify(part: Iterable[str]) -> Iterator[Request | str]:
+        regex, time_ok = re.compile(pattern), time_checker(fmt)
+        for line in part:
+            if header is not None and line.startswith(header):
+                continue
+            yield classify_line(line, regex, fields, time_ok)
+
+    return classify
 
 
 _UNPARSEABLE: Accumulator[int] | None = None
@@ -327,7 +517,13 @@ def parsed_requests(lines: DStream, log_format: str) -> DStream:
             f"the DStream edition parses text lines with a regex: --format {log_format!r} is "
             "JSON; use the Structured Streaming pipeline (logstream run) for JSON lines"
         )
-    pattern, fields = fmt.regex, fmt.fields
+    return lines.transform(parse_rdd_of(fmt))
+
+
+def parse_rdd_of(fmt: CompiledFormat) -> Callable[[Any], Any]:
+    """The per-batch function of :func:`parsed_requests`: an RDD of lines → its requests, the
+    lines the batch parser quarantines counted by :func:`unparseable_accumulator`."""
+    classify = line_parser(fmt)
 
     def parse_rdd(rdd: Any) -> Any:
         # on the driver, once per batch: the accumulator singleton of the (maybe recovered)
@@ -335,11 +531,9 @@ def parsed_requests(lines: DStream, log_format: str) -> DStream:
         bad_lines = unparseable_accumulator(rdd.context)
 
         def parse_partition(part: Iterable[str]) -> Iterator[Request]:
-            regex = re.compile(pattern)
             bad = 0
-            for line in part:
-                request = parse_line(line, regex, fields)
-                if request is None:
+            for request in classify(part):
+                if isinstance(request, str):
                     bad += 1
                 else:
                     yield request
@@ -348,7 +542,7 @@ def parsed_requests(lines: DStream, log_format: str) -> DStream:
 
         return rdd.mapPartitions(parse_partition)
 
-    return lines.transform(parse_rdd)
+    return parse_rdd
 
 
 def build_weblog_streams(
