@@ -174,9 +174,9 @@ def _rows(spark: Any, statement: str, max_rows: int) -> tuple[list[str], list[An
 
 
 def _print_table(columns: list[str], rows: list[Any], cut: bool, title: str | None) -> None:
-    from logstream.sinks.webhook import json_safe
-
     from rich.text import Text
+
+    from logstream.sinks.webhook import json_safe
 
     # Text cells: a value is shown as it is, never read as markup or emoji shortcodes
     table = Table(title=None if title is None else Text(title), title_justify="left")
