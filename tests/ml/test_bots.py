@@ -57,25 +57,49 @@ def test_training_reports_precision_and_recall_on_held_out_real_clients(model, c
     assert m["held_out_accuracy"] > 0.7
 
 
-def test_evaluate_from_the_cli_prints_the_bot_class_figures(model, capsys):
-    assert (
-        main(
-            [
-                "model",
-                "evaluate",
-                "bots",
-                "--model",
-                str(model),
-                "--input",
-                str(data_file(COMBINED)),
-            ]
-        )
-        == 0
-    )
+def evaluate_cli(model, capsys, *extra: str) -> tuple[str, dict[str, float]]:
+    """``logstream model evaluate bots`` on the real sample: its output and figures."""
+    argv = ["model", "evaluate", "bots", "--model", str(model)]
+    assert main([*argv, "--input", str(data_file(COMBINED)), *extra]) == 0
     out = capsys.readouterr().out
-    assert "precision" in out and "recall" in out and "test-1" in out
-    rows = int(next(line.split()[1] for line in out.splitlines() if line.split()[:1] == ["rows"]))
-    assert rows == 1758 + 984  # every labelled client window of the sample
+    figures = {
+        parts[0]: float(parts[1])
+        for line in out.splitlines()
+        if line.startswith("  ") and len(parts := line.split()) == 2
+    }
+    return out, figures
+
+
+def test_evaluate_scores_the_held_out_split_of_training_by_default(model, capsys):
+    out, figures = evaluate_cli(model, capsys)
+    assert "test-1" in out and "precision" in out and "recall" in out
+    assert "rows scored: the held-out split: the 25% of clients" in out
+    assert "(by a hash of client_host, seed 7) that training kept out" in out
+    # the same rows as training's held-out measure, so the same figures, not the optimistic
+    # ones of all rows (training rows included)
+    held = json.loads((model / META_FILE).read_text())["metrics"]
+    for name in ("rows", "tp", "fp", "tn", "fn", "precision", "recall", "accuracy"):
+        assert figures[name] == pytest.approx(held[f"held_out_{name}"], abs=5e-5), name
+    assert figures["rows"] < 1758 + 984
+
+
+def test_evaluate_all_rows_says_the_training_rows_are_included(model, capsys):
+    out, figures = evaluate_cli(model, capsys, "--rows", "all")
+    assert "rows scored: all labelled client windows (the training rows included)" in out
+    assert figures["rows"] == 1758 + 984  # every labelled client window of the sample
+
+
+def test_held_out_evaluation_of_a_model_without_a_split_is_refused(model, tmp_path, capsys):
+    old = tmp_path / "old-model"
+    shutil.copytree(model, old)
+    info = json.loads((old / META_FILE).read_text())
+    del info["split"]  # as saved before the split was recorded
+    info["format"] = 1
+    (old / META_FILE).write_text(json.dumps(info))
+    argv = ["model", "evaluate", "bots", "--model", str(old), "--input", "nowhere.log"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "records no training split" in err and "--rows all" in err
 
 
 @pytest.fixture(scope="module")

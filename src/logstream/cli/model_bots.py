@@ -124,20 +124,40 @@ def evaluate_bots(
     clients_window: Annotated[
         str, typer.Option("--clients-window", help="The client window the features cover.")
     ] = "5 minutes",
+    rows: Annotated[
+        str,
+        typer.Option(
+            "--rows",
+            help="held-out: only the clients training kept out (its split, saved with the "
+            "model); all: every labelled window, training rows included.",
+        ),
+    ] = "held-out",
     master: MasterOption = None,
 ) -> None:
     """Score the labelled client windows of logs with a saved bot model: precision, recall,
-    accuracy and the confusion counts of the bot class."""
+    accuracy and the confusion counts of the bot class, on the held-out split of training by
+    default (--rows all: every labelled window)."""
     from logstream.config import SparkSettings
-    from logstream.ml.bots import KIND
+    from logstream.errors import ConfigError
+    from logstream.ml.bots import EVALUATION_ROWS, KIND, describe_rows
     from logstream.ml.bots import evaluate_bots as evaluate
     from logstream.ml.model import read_model_info
     from logstream.session import get_spark
     from logstream.sources import expand_inputs
 
+    chosen = rows.strip().lower().replace("-", "_")
+    if chosen not in EVALUATION_ROWS:
+        raise ConfigError(f"--rows {rows!r}: use held-out or all")
     info = read_model_info(model, KIND)  # before the JVM starts
+    if chosen == "held_out" and not info.split:
+        raise ConfigError(
+            f"bots model {info.version} records no training split (saved by an older "
+            "logstream), so its held-out rows are unknown: give --rows all (training rows "
+            "included) or retrain the model"
+        )
     window_ms = _window_ms(clients_window)
     expand_inputs(inputs)
     spark = get_spark(SparkSettings.build(master=master))
-    metrics = evaluate(spark, model, inputs, log_format, window_ms)
+    metrics = evaluate(spark, model, inputs, log_format, window_ms, rows=chosen)
+    typer.echo(f"rows scored: {describe_rows(info, chosen)}")
     print_metrics(f"bots model {info.version} ({info.classifier}), bot class:", metrics)

@@ -39,11 +39,11 @@ and a validation fold). Saved as a model directory of kind ``bots``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -69,17 +69,21 @@ __all__ = [
     "BOT_FEATURES",
     "BOT_LABEL",
     "BOT_SCORE_COLUMNS",
+    "EVALUATION_ROWS",
     "KIND",
     "BotTraining",
     "bot_labels",
     "bot_pane_spec",
     "client_features",
     "client_fold",
+    "describe_rows",
     "enriched_events",
     "evaluate_bots",
+    "held_out_clients",
     "labelled_features",
     "score_features",
     "train_bots",
+    "training_split",
 ]
 
 #: The model kind of a bot model directory.
@@ -366,12 +370,10 @@ def train_bots(
     # the events feed both the panes and the labels: parsed and enriched once
     events = enriched_events(spark, inputs, log_format).persist()
     real = labelled_features(events, clients_ms).where(F.col(BOT_LABEL).isNotNull())
-    # the held-out clients by hash, so that no client is on both sides
-    buckets = 1000
-    held = F.pmod(F.xxhash64("client_host", F.lit(seed + 1)), F.lit(buckets)) < int(
-        held_out_share * buckets
-    )
-    real = real.withColumn("_held", held).cache()
+    # the held-out clients by hash, so that no client is on both sides; the split is saved
+    # with the model, so that `model evaluate bots` scores the same held-out rows
+    split = training_split(held_out_share, seed)
+    real = real.withColumn("_held", held_out_clients(split)).cache()
     cached = [real]
     train = real.where(~F.col("_held"))
     test = real.where(F.col("_held"))
@@ -411,6 +413,7 @@ def train_bots(
         classifier=fitted.classifier,
         metrics=metrics,
         trained_on=[*inputs, *([f"synthetic:{synthetic_lines}"] if synthetic_lines else [])],
+        split=split,
         spark_version=pyspark.__version__,
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
@@ -420,14 +423,60 @@ def train_bots(
     return BotTraining(info=info, held_out=held_out, rows=counts)
 
 
+#: The rows ``evaluate_bots`` scores: the held-out split of training, or every labelled row.
+EVALUATION_ROWS = ("held_out", "all")
+
+
+def training_split(held_out_share: float, seed: int) -> dict[str, Any]:
+    """The held-out split of :func:`train_bots`, as saved in the model's ``split``: the
+    clients whose ``xxhash64(client_host, seed + 1) mod 1000`` is below
+    ``held_out_share × 1000``."""
+    buckets = 1000
+    return {
+        "by": "client_host",
+        "hash_seed": seed + 1,
+        "buckets": buckets,
+        "held_out_buckets": int(held_out_share * buckets),
+        "held_out_share": held_out_share,
+        "seed": seed,
+    }
+
+
+def held_out_clients(split: Mapping[str, Any]) -> Column:
+    """True for a row of a held-out client of ``split`` (:func:`training_split`)."""
+    hashed = F.xxhash64(F.col(split["by"]), F.lit(int(split["hash_seed"])))
+    return F.pmod(hashed, F.lit(int(split["buckets"]))) < int(split["held_out_buckets"])
+
+
+def describe_rows(info: ModelInfo, rows: str) -> str:
+    """What :func:`evaluate_bots` scores with ``rows``, in words (the CLI prints it)."""
+    if rows == "all":
+        return "all labelled client windows (the training rows included)"
+    split = info.split
+    return (
+        f"the held-out split: the {split['held_out_share']:.0%} of clients (by a hash of "
+        f"{split['by']}, seed {split['seed']}) that training kept out"
+    )
+
+
 def evaluate_bots(
     spark: SparkSession,
     model_dir: Path,
     inputs: Sequence[str],
     log_format: str = "auto",
     clients_ms: int = 300_000,
+    rows: str = "held_out",
 ) -> dict[str, float]:
-    """Score every labelled client window of ``inputs`` with a saved bot model.
+    """Score the labelled client windows of ``inputs`` with a saved bot model.
+
+    Parameters
+    ----------
+    rows : str
+        ``held_out`` (default): only the windows of the clients the training kept out, by the
+        split saved with the model (:func:`training_split`): on the training logs these are
+        the rows the model never saw, and the figures equal the model's ``held_out_*``
+        metrics. ``all``: every labelled window, training rows included (optimistic on the
+        training logs).
 
     Returns
     -------
@@ -437,13 +486,26 @@ def evaluate_bots(
     Raises
     ------
     InputPathError, ConfigError
-        As :func:`~logstream.ml.model.load_model`.
+        As :func:`~logstream.ml.model.load_model`; a ConfigError too for ``held_out`` with a
+        model that records no split (trained by an older logstream).
     """
+    from logstream.errors import ConfigError
+
+    if rows not in EVALUATION_ROWS:
+        raise ConfigError(f"rows {rows!r}: use one of {', '.join(EVALUATION_ROWS)}")
     model, info = load_model(model_dir, KIND)
+    if rows == "held_out" and not info.split:
+        raise ConfigError(
+            f"bots model {info.version} records no training split (it was saved by an older "
+            "logstream), so its held-out rows are unknown: evaluate all rows with --rows all "
+            "(training rows included), or retrain the model"
+        )
     events = enriched_events(spark, inputs, log_format).persist()  # read by panes and labels
     try:
-        rows = labelled_features(events, clients_ms).withColumnRenamed(BOT_LABEL, "label")
-        scored = score_features(model, rows, info.version, extra=["label"])
+        frame = labelled_features(events, clients_ms).withColumnRenamed(BOT_LABEL, "label")
+        if rows == "held_out":
+            frame = frame.where(held_out_clients(info.split))
+        scored = score_features(model, frame, info.version, extra=["label"])
         return binary_metrics(scored, "label", prediction=BOT_LABEL)
     finally:
         events.unpersist()

@@ -56,7 +56,7 @@ __all__ = [
 #: The metadata file of a model directory.
 META_FILE = "logstream-model.json"
 #: The version of the model-directory layout this logstream reads and writes.
-MODEL_FORMAT = 1
+MODEL_FORMAT = 2  # 2: ``split`` (the held-out split of training); format 1 is still read
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -83,6 +83,10 @@ class ModelInfo:
         Figures measured at training (cross-validated area under ROC, held-out accuracy …).
     trained_on : list of str
         The training inputs.
+    split : dict
+        How training split its rows, so that an evaluation can score the same held-out rows
+        (bots: ``by``, ``hash_seed``, ``buckets``, ``held_out_buckets``, ``held_out_share``,
+        ``seed``); empty for a model of format 1 or one trained without a split.
     spark_version, created_at : str
     format : int
         :data:`MODEL_FORMAT` when written.
@@ -95,6 +99,7 @@ class ModelInfo:
     classifier: str
     metrics: dict[str, float] = field(default_factory=dict)
     trained_on: list[str] = field(default_factory=list)
+    split: dict[str, Any] = field(default_factory=dict)
     spark_version: str = ""
     created_at: str = ""
     format: int = MODEL_FORMAT
