@@ -40,7 +40,12 @@ def test_wordcount_over_a_socket_counts_every_word_of_the_real_lines(tmp_path):
     server = TcpLineServer("127.0.0.1", 0, wait_for_client=True)
     host, port = server.address
     replayer = Replayer(lambda: iter_file_records([log]), server, ReplayOptions(rate_per_s=4000))
-    feeder = threading.Thread(target=replayer.run, daemon=True)
+
+    def replay_then_close() -> None:  # the replay server ends while the job still runs
+        replayer.run()
+        server.stop()
+
+    feeder = threading.Thread(target=replay_then_close, daemon=True)
     feeder.start()  # waits for the receiver to connect
     prefix = tmp_path / "counts" / "wc"
     done = subprocess.run(
@@ -79,6 +84,16 @@ def test_wordcount_over_a_socket_counts_every_word_of_the_real_lines(tmp_path):
     assert "-------------------------------------------\nTime: " in done.stdout
     assert " ".join(DEPRECATION_NOTICE.split()) in " ".join(log_text.split())
     assert "FutureWarning" not in log_text
+    # the closed server is said once, in one line; the receiver's restarts every 2 s (refused
+    # connections) leave no ERROR line and no Java stack trace
+    lost = [line for line in done.stderr.splitlines() if "lost the connection" in line]
+    assert lost == [
+        f"lost the connection to tcp://{host}:{port}: the server closed the connection; the "
+        "receiver retries every 2 s, quietly (Ctrl-C or --duration stops)"
+    ], done.stderr[-3000:]
+    assert "ConnectException" not in log_text, log_text[-3000:]
+    assert "ERROR ReceiverTracker" not in log_text
+    assert "\tat " not in log_text
 
 
 def test_the_deprecation_warning_is_caught_where_it_arises_and_no_other(spark):
@@ -134,3 +149,33 @@ def test_a_socket_address_is_read_as_the_replay_server_reads_one():
     assert parse_socket("[::1]:9999") == ("::1", 9999)
     assert parse_socket(":9999") == ("localhost", 9999)
     assert parse_socket("logs.example:514") == ("logs.example", 514)
+
+
+def test_a_lost_receiver_is_reported_once_per_loss_and_not_at_the_stop():
+    from logstream.dstream.receiver import ReceiverWatch
+
+    said: list[str] = []
+    watch = ReceiverWatch("tcp://h:9", said.append, delay_s=2)
+    watch.batch_completed(5)
+    watch.receiver_stopped(
+        "Restarting receiver with delay 2000ms: Error connecting to h:9",
+        "java.net.ConnectException: Connection refused\n\tat java.base/sun.nio.ch.Net.connect0",
+    )
+    for _ in range(30):  # a minute of retries
+        watch.receiver_stopped("Restarting receiver with delay 2000ms: Error connecting to h:9", "")
+        watch.batch_completed(0)
+    watch.batch_completed(3)  # data again
+    watch.receiver_stopped(
+        "Restarting receiver with delay 2000ms: Socket data stream had no more data", ""
+    )
+    watch.batch_completed(0)
+    watch.stopping = True
+    watch.receiver_stopped("Stopped by driver", "")
+    assert said == [
+        "lost the connection to tcp://h:9: Error connecting to h:9 (java.net.ConnectException: "
+        "Connection refused); the receiver retries every 2 s, quietly (Ctrl-C or --duration "
+        "stops)",
+        "receiving from tcp://h:9 again",
+        "lost the connection to tcp://h:9: the server closed the connection; the receiver "
+        "retries every 2 s, quietly (Ctrl-C or --duration stops)",
+    ]

@@ -41,9 +41,20 @@ DurationOption = Annotated[
 ]
 
 
-def _run_until_stopped(ssc: Any, duration_s: float | None) -> None:
+def _watch(ssc: Any, address: tuple[str, int] | None) -> Any:
+    """With a socket source, report its lost connection once instead of Spark's stack trace
+    per restart (:func:`logstream.dstream.receiver.watch_receiver`); None for --dir."""
+    if address is None:
+        return None
+    from logstream.dstream.receiver import watch_receiver
+
+    return watch_receiver(ssc, f"tcp://{address[0]}:{address[1]}", err_console.print)
+
+
+def _run_until_stopped(ssc: Any, duration_s: float | None, receiver: Any = None) -> None:
     """Start ``ssc`` and stop it gracefully after ``duration_s`` (None: never) or at SIGINT /
-    SIGTERM: the data received so far is processed before the context and Spark stop."""
+    SIGTERM: the data received so far is processed before the context and Spark stop.
+    ``receiver`` (:func:`_watch`) is told first, so that the stop is not a lost connection."""
     stop = threading.Event()
 
     def handle(signum: int, _frame: Any) -> None:
@@ -55,6 +66,8 @@ def _run_until_stopped(ssc: Any, duration_s: float | None) -> None:
     try:
         stop.wait(duration_s)
     finally:
+        if receiver is not None:
+            receiver.stopping = True
         ssc.stop(stopSparkContext=True, stopGraceFully=True)
         for s, h in previous.items():
             signal.signal(s, h)
@@ -165,8 +178,9 @@ def wordcount_command(
     counts.pprint()
     if save is not None:
         counts.saveAsTextFiles(str(Path(save).absolute()))
+    receiver = _watch(ssc, address)
     err_console.print(f"counting words of {source} every {batch_s:g} s")
-    _run_until_stopped(ssc, duration_s)
+    _run_until_stopped(ssc, duration_s, receiver)
 
 
 @dstream_app.command("run")
@@ -280,11 +294,12 @@ def run_command(
     else:
         ssc = StreamingContext.getOrCreate(str(checkpoint.absolute()), create)
     ssc.addStreamingListener(progress_listener(store))
+    receiver = _watch(ssc, address)
     err_console.print(
         ("recovered from " if recovering else "checkpoint in ")
         + f"{checkpoint}; store {store}; batches of {settings.batch_s:g} s"
     )
-    _run_until_stopped(ssc, duration_s)
+    _run_until_stopped(ssc, duration_s, receiver)
 
 
 @dstream_app.command("kmeans")
@@ -333,8 +348,9 @@ def kmeans_command(
     spark = get_spark(SparkSettings.build(master=master))
     ssc = streaming_context(spark.sparkContext, batch_s, notice=err_console.print)
     build_kmeans_streams(_lines(ssc, address, directory), settings, store)
+    receiver = _watch(ssc, address)
     err_console.print(
         f"{settings.k} clusters of ({', '.join(FEATURES)}) per client, decay "
         f"{settings.decay:.4f} per {batch_s:g} s batch; centers in {store} (dstream_kmeans)"
     )
-    _run_until_stopped(ssc, duration_s)
+    _run_until_stopped(ssc, duration_s, receiver)
