@@ -31,7 +31,10 @@ GENERAL_KEYS = {
 @pytest.fixture(scope="module")
 def nasa_report(spark, nasa_day):
     parsed = parse(read_lines(spark, [nasa_day]), compile_format("common"))
-    return build_report(parsed, top=10, log_format="common", inputs=[str(nasa_day)])
+    # the UTC calendar on purpose (the default is the log's own offset: test_nasa_day_report)
+    return build_report(
+        parsed, top=10, time_zone="UTC", log_format="common", inputs=[str(nasa_day)]
+    )
 
 
 @pytest.fixture(scope="module")

@@ -45,9 +45,14 @@ def batch(
         ),
     ] = None,
     time_zone: Annotated[
-        str,
-        typer.Option("--time-zone", help="IANA zone for calendar days and hours in the report."),
-    ] = "UTC",
+        str | None,
+        typer.Option(
+            "--time-zone",
+            help="IANA zone for calendar days and hours in the report. Default: the log's own "
+            "offset (each line's date as written; hours in its most common offset), as GoAccess.",
+            show_default=False,
+        ),
+    ] = None,
     drop_duplicates: Annotated[
         bool,
         typer.Option(
@@ -89,7 +94,8 @@ def batch(
     )
     from logstream.sources.integrity import check_files, raise_if_corrupt
 
-    validate_time_zone(time_zone)
+    if time_zone is not None:
+        validate_time_zone(time_zone)
     extra = spark_conf(conf)  # a bad --conf stops before anything is read
     inputs = expand_inputs(paths)
     for out in (json_path, html_path):

@@ -13,7 +13,8 @@ per table, one row per hour and per day. The keys of the returned dictionary are
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -29,7 +30,7 @@ from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
-__all__ = ["QUARANTINE_EXAMPLES", "REPORT_KEYS", "build_report", "iso_instant"]
+__all__ = ["LOG_OFFSET_REGEX", "QUARANTINE_EXAMPLES", "REPORT_KEYS", "build_report", "iso_instant"]
 
 #: Top-level keys of the report, in order.
 REPORT_KEYS: tuple[str, ...] = (
@@ -50,11 +51,29 @@ REPORT_KEYS: tuple[str, ...] = (
 QUARANTINE_EXAMPLES = 5
 
 
+#: The UTC offset written in a line's timestamp: the first time of day (``HH:MM:SS``, an
+#: optional fraction) followed by ``±HHMM``, ``±HH:MM`` or ``Z``: CLF's ``[09/Jul/1995:00:00:01
+#: -0400]``, nginx's ``$time_local``, ISO 8601 in JSON lines. Epoch times have none (UTC).
+LOG_OFFSET_REGEX = r"\d\d:\d\d:\d\d(?:[.,]\d+)? ?(Z|[+-]\d\d:?\d\d)(?![\d:])"
+
+_FIXED_OFFSET = re.compile(r"^([+-])(\d\d):(\d\d)$")
+
+
+def _zone(time_zone: str) -> tzinfo:
+    """An IANA zone, or a fixed offset written ``±HH:MM`` (the log's own, :func:`build_report`)."""
+    fixed = _FIXED_OFFSET.match(time_zone)
+    if fixed:
+        sign = -1 if fixed[1] == "-" else 1
+        return timezone(sign * timedelta(hours=int(fixed[2]), minutes=int(fixed[3])))
+    return ZoneInfo(time_zone)
+
+
 def iso_instant(epoch_seconds: int | None, time_zone: str = "UTC") -> str | None:
-    """Format an epoch instant as ISO 8601 with its offset in ``time_zone``."""
+    """Format an epoch instant as ISO 8601 with its offset in ``time_zone`` (an IANA name or a
+    fixed offset ``±HH:MM``)."""
     if epoch_seconds is None:
         return None
-    return datetime.fromtimestamp(epoch_seconds, UTC).astimezone(ZoneInfo(time_zone)).isoformat()
+    return datetime.fromtimestamp(epoch_seconds, UTC).astimezone(_zone(time_zone)).isoformat()
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
@@ -65,7 +84,7 @@ def build_report(
     parsed: DataFrame,
     *,
     top: int = 10,
-    time_zone: str = "UTC",
+    time_zone: str | None = None,
     log_format: str = "",
     inputs: list[str] | None = None,
     quarantine_path: str | None = None,
@@ -81,9 +100,13 @@ def build_report(
         Output of :func:`logstream.parsing.parse` (events and quarantine candidates).
     top : int
         Rows in each top-N table, ≥ 1.
-    time_zone : str
-        IANA zone for the report's calendar: days of unique visitors and content pages, and
-        the labels of hourly traffic. Event times stay UTC instants.
+    time_zone : str, optional
+        IANA zone for the report's calendar: days of unique visitors and content pages, the
+        labels of hourly traffic and the first and last event. Default (None): the log's own
+        offsets, as GoAccess does: each line's day is the date written in it (its offset,
+        :data:`LOG_OFFSET_REGEX`; UTC for a line without one, such as epoch times), and the
+        hours, first and last event are shown in the most common offset of the lines, which
+        ``general.time_zone`` names (``-04:00``). Event times stay UTC instants.
     log_format : str
         Name of the format used, echoed in ``general``.
     inputs : list of str, optional
@@ -110,8 +133,11 @@ def build_report(
     dict
         Keys :data:`REPORT_KEYS`. ``general`` holds ``total_requests``, ``valid_requests``,
         ``failed_requests``, ``unique_visitors``, ``unique_urls``, ``unique_not_found``,
-        ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event`` (ISO 8601), plus the
-        echoed settings, ``duplicates_dropped`` and ``corrupt_files``; ``status_codes`` maps a
+        ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event`` (ISO 8601, in the
+        report's zone), ``time_zone`` (the ``time_zone`` given, or the log's most common
+        offset, ``±HH:MM``), ``time_zone_source`` (``option`` or ``log``), ``log_offsets``
+        (with the log's offsets: requests per offset written in the lines, ``±HH:MM``), plus
+        the echoed settings, ``duplicates_dropped`` and ``corrupt_files``; ``status_codes`` maps a
         status (as text)
         to requests;
         ``status_classes`` maps ``"2xx"`` to requests; the ``top_*`` and ``hourly`` entries are
@@ -148,15 +174,17 @@ def build_report(
     return report
 
 
-def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> DataFrame:
+def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any]) -> DataFrame:
     """Every table of the report from one aggregation of the parsed lines.
 
     Each line is projected into the views it belongs to (``F.inline`` of an array of structs:
     a row per view), and one hash aggregation keyed by the view and its keys counts them all
     in one pass: the pane idea of :func:`logstream.analytics.panes.fold_panes`, over the whole
     input. Views of an event: ``hour`` (key: the UTC hour, epoch seconds // 3600; ``key2``:
-    the status code), ``url`` (the path, null included), ``page_day`` (content pages per
-    calendar day of ``time_zone``), ``host_day`` (client hosts per calendar day), ``visit`` (a
+    the status code; ``key3``, with ``time_zone`` None: the offset written in the line,
+    ``±HH:MM``, null without one), ``url`` (the path, null included), ``page_day`` (content
+    pages per calendar day of ``time_zone``, or of the line's own offset when None),
+    ``host_day`` (client hosts per calendar day), ``visit`` (a
     client host and user agent, ``key2``, per UTC minute: the summaries that merge into
     sessions, :func:`logstream.analytics.sessions.session_parts`). The reference dimensions
     are read from these rows, not from the events (:func:`_reference`). Each quarantined line
@@ -176,8 +204,15 @@ def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> D
     is_event = F.col(REASON_COLUMN).isNull()
     url = F.col("url_path")
     t_ms = F.unix_millis("event_time")
-    day = local_day(time_zone)
     none = F.lit(None).cast("string")
+    offset = none
+    if time_zone is None:  # each line's calendar day is the date written in it
+        offset, offset_s = _line_offset()
+        day = F.date_from_unix_date(
+            F.floor((F.unix_seconds("event_time") + offset_s) / 86_400).cast("int")
+        )
+    else:
+        day = local_day(time_zone)
     status_text = F.col("status").cast("string")
 
     def view(
@@ -199,7 +234,9 @@ def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> D
         )
 
     views = [
-        view("hour", F.floor(F.unix_seconds("event_time") / 3600).cast("string"), status_text),
+        view(
+            "hour", F.floor(F.unix_seconds("event_time") / 3600).cast("string"), status_text, offset
+        ),
         view("url", url),
         view("page_day", url, on_day=day, when=is_event & F.col("_page")),
         view("host_day", F.col("client_host"), on_day=day),
@@ -240,6 +277,27 @@ def _view_counts(parsed: DataFrame, time_zone: str, tables: dict[str, Any]) -> D
             F.max("_t").alias("last_ms"),
         )
     )
+
+
+def _line_offset() -> tuple[Column, Column]:
+    """The UTC offset written in each line (:data:`LOG_OFFSET_REGEX`), as ``±HH:MM`` text
+    (null without one) and in seconds (0 without one): native expressions, no Python."""
+    raw = F.regexp_extract(F.col("raw_line"), LOG_OFFSET_REGEX, 1)
+    digits = F.regexp_replace(raw, ":", "")  # ±HHMM, or Z
+    text = (
+        F.when(raw == "", F.lit(None).cast("string"))
+        .when(raw == "Z", F.lit("+00:00"))
+        .otherwise(F.concat(F.substring(digits, 1, 3), F.lit(":"), F.substring(digits, 4, 2)))
+    )
+    sign = F.when(F.substring(digits, 1, 1) == "-", F.lit(-1)).otherwise(F.lit(1))
+    seconds = F.when((raw == "") | (raw == "Z"), F.lit(0)).otherwise(
+        sign
+        * (
+            F.substring(digits, 2, 2).cast("int") * 3600
+            + F.substring(digits, 4, 2).cast("int") * 60
+        )
+    )
+    return text, seconds
 
 
 #: The event columns the report reads.
@@ -339,7 +397,7 @@ def _reference_rows(
 def _build(
     counts: DataFrame,
     top: int,
-    time_zone: str,
+    time_zone: str | None,
     log_format: str,
     inputs: list[str],
     quarantine_path: str | None,
@@ -360,7 +418,8 @@ def _build(
     ).first()
     assert summary is not None  # a global aggregate always has one row
     _describe(counts, "tables")
-    # the small views in one collect: a row per hour and status code, per quarantine reason
+    # the small views in one collect: a row per hour, status code and written offset (one
+    # or two a log), per quarantine reason
     small = _rows(
         counts.where(view.isin("hour", "bad"))
         .groupBy(
@@ -370,12 +429,21 @@ def _build(
             F.when(view == "hour", analytics.status_class(F.col("key2").cast("int"))).alias(
                 "status_class"
             ),
+            F.when(view == "hour", F.col("key3")).alias("offset"),
         )
         .agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
     )
     reasons = dict(sorted((r["key"], r["requests"]) for r in small if r["view"] == "bad"))
     failed = sum(reasons.values())
     valid = int(summary["valid_requests"] or 0)
+    offsets: dict[str, int] = {}
+    from_log = time_zone is None
+    if time_zone is None:  # the log's own: the offset most lines were written in
+        for r in small:
+            if r["view"] == "hour":
+                written = r["offset"] or "+00:00"  # no offset written: UTC
+                offsets[written] = offsets.get(written, 0) + r["requests"]
+        time_zone = min(offsets.items(), key=lambda kv: (-kv[1], kv[0]))[0] if offsets else "UTC"
     general = {
         "total_requests": valid + failed,
         "valid_requests": valid,
@@ -384,9 +452,11 @@ def _build(
         "unique_urls": int(summary["unique_urls"]),
         "unique_not_found": int(summary["unique_not_found"]),
         "bandwidth_bytes": int(summary["bandwidth_bytes"] or 0),
-        "first_event": _iso_ms(summary["first_ms"]),
-        "last_event": _iso_ms(summary["last_ms"]),
+        "first_event": _iso_ms(summary["first_ms"], time_zone),
+        "last_event": _iso_ms(summary["last_ms"], time_zone),
         "time_zone": time_zone,
+        "time_zone_source": "log" if from_log else "option",
+        **({"log_offsets": dict(sorted(offsets.items()))} if from_log else {}),
         "log_format": log_format,
         "inputs": inputs,
         "corrupt_files": len(corrupt_files),
@@ -529,8 +599,8 @@ def _describe(frame: DataFrame, step: str) -> None:
     frame.sparkSession.sparkContext.setJobDescription(f"logstream batch: {step}")
 
 
-def _iso_ms(epoch_ms: int | None) -> str | None:
-    return None if epoch_ms is None else iso_instant(epoch_ms // 1000)
+def _iso_ms(epoch_ms: int | None, time_zone: str = "UTC") -> str | None:
+    return None if epoch_ms is None else iso_instant(epoch_ms // 1000, time_zone)
 
 
 def _top(rows: DataFrame, key: str, n: int) -> DataFrame:

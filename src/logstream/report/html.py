@@ -23,8 +23,9 @@ table { border-collapse: collapse; margin: .5rem 0 1rem; }
 th, td { border-bottom: 1px solid #ddd; padding: .25rem .75rem; text-align: left; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(12rem, 1fr)); gap: .5rem; }
-.card { background: #f4f6f8; border-radius: .4rem; padding: .6rem .8rem; }
-.card b { display: block; font-size: 1.3rem; }
+.card { background: #f4f6f8; border-radius: .4rem; padding: .6rem .8rem; min-width: 0; }
+.card b { display: block; font-size: 1.3rem; overflow-wrap: anywhere; }
+.card b .t { white-space: nowrap; }
 """
 
 
@@ -66,6 +67,41 @@ def _reference_html(ref: dict[str, Any] | None) -> str:
     return "\n".join(parts)
 
 
+def _instant_html(iso: str | None) -> str:
+    """An ISO 8601 instant for a tile: the date, then the time and offset, which wrap to a
+    second line as a whole when the tile is narrow (``1995-07-09T00:00:00-04:00`` in one
+    piece is wider than a tile at a 1400 px viewport)."""
+    if not iso:
+        return "–"
+    date, _, time = iso.partition("T")
+    return f'{html.escape(date)} <span class="t">{html.escape(time)}</span>'
+
+
+def _sessions_html(v: dict[str, Any] | None) -> str:
+    """Visitor sessions (30-minute gap) as tiles, as the terminal's panel shows them."""
+    if not v or not v.get("sessions"):
+        return "<h2>Visitor sessions</h2>\n<p>None.</p>"
+    gap_min = v.get("gap_s", 1800) // 60
+
+    def seconds(value: int | None) -> str:
+        return "–" if value is None else f"{value:,} s"
+
+    cards = [
+        (f"Sessions ({gap_min}-minute gap)", f"{v['sessions']:,}"),
+        ("Median duration", seconds(v.get("median_duration_s"))),
+        ("95th percentile duration", seconds(v.get("p95_duration_s"))),
+        ("Bounce rate", "–" if v.get("bounce_rate") is None else f"{v['bounce_rate']:.1%}"),
+        (
+            "Pages per session",
+            "–" if v.get("pages_per_session") is None else f"{v['pages_per_session']:.2f}",
+        ),
+    ]
+    tiles = "".join(
+        f'<div class="card">{html.escape(k)}<b>{html.escape(val)}</b></div>' for k, val in cards
+    )
+    return f'<h2>Visitor sessions</h2>\n<div class="grid" id="sessions">{tiles}</div>'
+
+
 def render_html(report: dict[str, Any]) -> str:
     """Return the report as a self-contained HTML document (charts work offline)."""
     g = report["general"]
@@ -79,11 +115,12 @@ def render_html(report: dict[str, Any]) -> str:
         ("Unique URLs", f"{g['unique_urls']:,}"),
         ("Unique 404 URLs", f"{g['unique_not_found']:,}"),
         ("Bandwidth", human_bytes(g["bandwidth_bytes"])),
-        ("First event", str(g["first_event"])),
-        ("Last event", str(g["last_event"])),
     ]
     card_html = "".join(
         f'<div class="card">{html.escape(k)}<b>{html.escape(v)}</b></div>' for k, v in cards
+    ) + "".join(
+        f'<div class="card">{k}<b>{_instant_html(g[key])}</b></div>'
+        for k, key in (("First event", "first_event"), ("Last event", "last_event"))
     )
 
     hourly = report["hourly"]
@@ -124,7 +161,7 @@ def render_html(report: dict[str, Any]) -> str:
 <h1>{title}</h1>
 <p>Log format <code>{html.escape(g["log_format"])}</code>; calendar in {
         html.escape(g["time_zone"])
-    }.</p>
+    }{" (the log's own offset)" if g.get("time_zone_source") == "log" else ""}.</p>
 <div class="grid" id="general">{card_html}</div>
 {charts[0]}
 <h2>Status codes</h2>
@@ -147,6 +184,7 @@ def render_html(report: dict[str, Any]) -> str:
             [("client_host", "host"), ("requests", "requests"), ("bytes", "bytes")],
         )
     }
+{_sessions_html(report.get("sessions"))}
 <h2>Top 404 URLs</h2>
 {_table(report["top_not_found"], [("url_path", "URL"), ("requests", "requests")])}
 {_reference_html(report.get("reference"))}

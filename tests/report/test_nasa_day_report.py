@@ -1,0 +1,175 @@
+"""The HTML report and the report's calendar on the real NASA day, as a user runs them:
+``logstream batch NASA_access_log_Jul95_day09.log.gz --html … --json …`` with no other option.
+
+* The calendar defaults to the log's own offset (-0400), as GoAccess: the day is one day.
+* Every tile and title of the HTML page fits its box at a 1400 px viewport in Debian's
+  Chromium (``/usr/bin/chromium``, driven by Playwright; its own browser download is never
+  used): no element's content is wider than the element (``scrollWidth <= clientWidth``).
+* The visitor sessions of the terminal and the JSON are on the HTML page too; the README's
+  list of JSON keys names every key of the report.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from tests import oracle
+
+from logstream.cli import main
+from logstream.parsing import compile_format, parse
+from logstream.report import REPORT_KEYS, build_report, render_html
+from logstream.sources import read_lines
+
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")  # never fetch a browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
+REPO = Path(__file__).resolve().parents[2]
+#: Everything that must fit its box: the tiles, their labels and values, the titles.
+TILES_AND_TITLES = ".card, .card *, h1, h2, h3"
+
+
+@pytest.fixture(scope="module")
+def nasa_cli(spark, nasa_day, tmp_path_factory) -> tuple[dict, str]:
+    """The JSON report and the HTML page of ``logstream batch`` on the NASA day, defaults."""
+    out = tmp_path_factory.mktemp("nasa-report")
+    args = ["batch", str(nasa_day), "--quiet", "--json", str(out / "r.json")]
+    assert main([*args, "--html", str(out / "r.html")]) == 0
+    return json.loads((out / "r.json").read_text()), (out / "r.html").read_text()
+
+
+# -- item 10: the calendar in the log's own offset ------------------------------------------------
+
+
+def test_the_calendar_defaults_to_the_logs_own_offset_one_nasa_day(nasa_cli, nasa_day):
+    report, page = nasa_cli
+    refs, bad = oracle.parse_file(nasa_day)
+    g = report["general"]
+    assert g["failed_requests"] == len(bad) == 0
+    assert g["valid_requests"] == 35_272 == len(refs)
+    # one calendar day, as written in the log (the UTC calendar makes it two)
+    assert [d["day"] for d in report["top_content_pages_by_day"]] == ["1995-07-09"]
+    hours = report["hourly"]
+    assert len(hours) == 24 and {h["hour"][:10] for h in hours} == {"1995-07-09"}
+    assert hours[0]["hour"] == "1995-07-09T00:00:00-04:00"
+    assert sum(h["requests"] for h in hours) == 35_272 - g["failed_requests"]
+    assert (g["time_zone"], g["time_zone_source"]) == ("-04:00", "log")
+    assert g["log_offsets"] == {"-04:00": 35_272}
+    assert g["first_event"] == "1995-07-09T00:00:00-04:00"
+    assert g["last_event"] == "1995-07-09T23:59:59-04:00"
+    # hosts per day: one day, so every host once
+    assert g["unique_visitors"] == len({r.client_host for r in refs})
+    assert "calendar in -04:00 (the log's own offset)" in page
+
+
+def test_each_line_keeps_the_date_written_in_it_across_a_change_of_offset(spark, tmp_path):
+    """A log across a change of daylight saving time: each line's day is its own date (as
+    GoAccess reads it), the hours are in the most common offset, and --time-zone overrides."""
+    log = tmp_path / "dst.log"
+    log.write_text(
+        'a - - [09/Jul/1995:23:30:00 -0400] "GET /a.html HTTP/1.0" 200 1\n'
+        'b - - [09/Jul/1995:23:40:00 -0400] "GET /a.html HTTP/1.0" 200 1\n'
+        'c - - [10/Jul/1995:00:30:00 -0500] "GET /b.html HTTP/1.0" 200 1\n'  # 05:30Z
+        "garbage\n"
+    )
+
+    def report(time_zone: str | None) -> dict:
+        parsed = parse(read_lines(spark, [log]), compile_format("common"))
+        return build_report(parsed, time_zone=time_zone)
+
+    own = report(None)
+    assert [d["day"] for d in own["top_content_pages_by_day"]] == ["1995-07-09", "1995-07-10"]
+    assert own["general"]["log_offsets"] == {"-04:00": 2, "-05:00": 1}
+    assert own["general"]["time_zone"] == "-04:00"
+    assert own["general"]["last_event"] == "1995-07-10T01:30:00-04:00"
+    utc = report("UTC")
+    assert [d["day"] for d in utc["top_content_pages_by_day"]] == ["1995-07-10"]
+    assert (utc["general"]["time_zone"], utc["general"]["time_zone_source"]) == ("UTC", "option")
+    assert "log_offsets" not in utc["general"]
+
+
+# -- item 9: visitor sessions on the HTML page; the README's JSON keys ----------------------------
+
+
+def test_the_html_page_shows_the_visitor_sessions_of_the_json(nasa_cli):
+    report, page = nasa_cli
+    v = report["sessions"]
+    assert v["sessions"] > 3000
+    section = page.split('<div class="grid" id="sessions">', 1)[1].split("</div></div>", 1)[0]
+    for label, value in [
+        ("Sessions (30-minute gap)", f"{v['sessions']:,}"),
+        ("Median duration", f"{v['median_duration_s']:,} s"),
+        ("95th percentile duration", f"{v['p95_duration_s']:,} s"),
+        ("Bounce rate", f"{v['bounce_rate']:.1%}"),
+        ("Pages per session", f"{v['pages_per_session']:.2f}"),
+    ]:
+        assert f"{label}<b>{value}</b>" in section
+
+
+def test_the_readme_names_every_top_level_key_of_the_json_report():
+    readme = (REPO / "README.md").read_text()
+    listed = readme.split("`--json` writes it with stable keys", 1)[1].split(");", 1)[0]
+    named = {k.split(".")[0] for k in re.findall(r"`([a-z_.]+)`", listed)}
+    assert named == set(REPORT_KEYS), set(REPORT_KEYS) ^ named
+
+
+# -- item 8: no clipped tile or title at 1400 px --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install chromium)",
+            pytrace=False,
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.mark.parametrize("zone", ["log", "UTC"])
+def test_no_tile_or_title_of_the_html_report_is_clipped_at_1400_px(
+    nasa_cli, browser, tmp_path, zone
+):
+    report, page_html = nasa_cli
+    if zone == "UTC":  # the tiles of --time-zone UTC: 1995-07-09T04:00:00+00:00 …
+        report = copy.deepcopy(report)
+        g = report["general"]
+        for key in ("first_event", "last_event"):
+            g[key] = datetime.fromisoformat(g[key]).astimezone(UTC).isoformat()
+        page_html = render_html(report)
+        assert "1995-07-09T04:00:00+00:00" in json.dumps(g)
+    path = tmp_path / "report.html"
+    path.write_text(page_html)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(path.as_uri())
+        boxes = page.evaluate(
+            """sel => [...document.querySelectorAll(sel)].map(e => ({
+                text: e.textContent.trim().slice(0, 60), tag: e.tagName,
+                scroll: e.scrollWidth, client: e.clientWidth,
+                right: e.getBoundingClientRect().right,
+                parent: e.parentElement.getBoundingClientRect().right}))""",
+            TILES_AND_TITLES,
+        )
+    finally:
+        context.close()
+    texts = [b["text"] for b in boxes]
+    assert any(t.startswith("First event") for t in texts)
+    assert any(t.startswith("Sessions (30-minute gap)") for t in texts)
+    clipped = [b for b in boxes if b["scroll"] > b["client"]]
+    assert not clipped, clipped
+    # nothing spills out of its tile either
+    spilled = [b for b in boxes if b["tag"] == "B" and b["right"] > b["parent"] + 0.5]
+    assert not spilled, spilled
