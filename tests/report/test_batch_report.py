@@ -148,7 +148,9 @@ def test_cli_batch_writes_json_html_and_quarantine(spark, nasa_day, tmp_path, ca
         }
     ]
     assert (tmp_path / "r.html").stat().st_size > 1_000_000
-    assert "logstream batch report" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "logstream batch report" in printed
+    assert "Spark stage" not in printed  # standard output is not a terminal: no progress bar
 
 
 def test_drop_duplicates_counts_each_distinct_line_once_as_the_stream_does(

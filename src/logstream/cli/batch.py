@@ -70,7 +70,14 @@ def batch(
         ),
     ] = False,
     reference: ReferenceOption = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Do not print the tables, nor the progress bar shown on a terminal.",
+        ),
+    ] = False,
     master: MasterOption = None,
     conf: ConfOption = None,
 ) -> None:
@@ -80,10 +87,12 @@ def batch(
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
+    from rich.console import Console
 
     from logstream.parsing import parse, resolve_format
     from logstream.reference import ReferenceTables, parse_reference_options
     from logstream.report import build_report, render_html, render_terminal
+    from logstream.report.progress import SparkProgress, progress_enabled
     from logstream.session import get_spark
     from logstream.sources import (
         drop_duplicate_lines,
@@ -111,23 +120,26 @@ def batch(
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
     spark = get_spark(SparkSettings.build(master=master, extra=extra))
-    lines = read_lines(spark, inputs)
-    fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
-    if drop_duplicates:
-        # counted in the report's one pass over the input, as the stream's metric: read − kept
-        read, kept = Observation("read"), Observation("kept")
-        lines = lines.observe(read, F.count("*").alias("lines"))
-        lines = drop_duplicate_lines(lines).observe(kept, F.count("*").alias("lines"))
-    report = build_report(
-        parse(lines, fmt),
-        top=top,
-        time_zone=time_zone,
-        log_format=fmt.name,
-        inputs=[str(p) for p in paths],
-        quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
-        corrupt_files=corrupt.result() if not strict else {},
-        reference=tables,
-    )
+    # a sign of life on a terminal: Spark's tasks done of the total, polled in the background
+    console = Console() if progress_enabled(quiet) else None
+    with SparkProgress(spark.sparkContext, console):
+        lines = read_lines(spark, inputs)
+        fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
+        if drop_duplicates:
+            # counted in the report's one pass over the input, as the stream's metric: read − kept
+            read, kept = Observation("read"), Observation("kept")
+            lines = lines.observe(read, F.count("*").alias("lines"))
+            lines = drop_duplicate_lines(lines).observe(kept, F.count("*").alias("lines"))
+        report = build_report(
+            parse(lines, fmt),
+            top=top,
+            time_zone=time_zone,
+            log_format=fmt.name,
+            inputs=[str(p) for p in paths],
+            quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
+            corrupt_files=corrupt.result() if not strict else {},
+            reference=tables,
+        )
     checking.shutdown()
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
