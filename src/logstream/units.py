@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["human_bytes"]
+__all__ = ["human_bytes", "plural"]
 
 
 def human_bytes(value: float | None, missing: str = "–") -> str:
@@ -32,3 +32,36 @@ def human_bytes(value: float | None, missing: str = "–") -> str:
             return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
         size /= 1024
     return f"{size:,.1f} TiB"
+
+
+def plural(count: float | None, one: str, many: str | None = None, missing: str = "–") -> str:
+    """``count`` with thousands separators and the noun that agrees with it.
+
+    Parameters
+    ----------
+    count : int or None
+        How many.
+    one : str
+        The noun for one (``micro-batch``).
+    many : str, optional
+        The noun for any other count (default: ``one`` + ``s``; give it for ``entry`` →
+        ``entries`` and the like).
+    missing : str
+        What to show for None, before the plural noun.
+
+    Examples
+    --------
+    >>> plural(1, "micro-batch"), plural(25, "micro-batch"), plural(0, "file")
+    ('1 micro-batch', '25 micro-batches', '0 files')
+    >>> plural(1_000, "entry", "entries"), plural(None, "row")
+    ('1,000 entries', '– rows')
+    """
+    if count is None:
+        return f"{missing} {many or _plural_of(one)}"
+    noun = one if count == 1 else (many or _plural_of(one))
+    return f"{count:,} {noun}"
+
+
+def _plural_of(noun: str) -> str:
+    """``batch`` → ``batches``, ``line`` → ``lines``."""
+    return noun + ("es" if noun.endswith(("s", "sh", "ch", "x", "z")) else "s")

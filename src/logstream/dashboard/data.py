@@ -26,9 +26,18 @@ Times
 -----
 Window bounds are ISO 8601 UTC text as in the store (``1995-07-09T04:00:00Z``). The time
 range (``15m`` … ``7d``, ``all``) is counted back from the **newest event time**, not from the
-wall clock, so a replay of old logs is shown like live traffic. The watermark is
-``max_event_time_ms - watermark_delay_ms`` (``pipeline_state``); a window is *complete* when
+wall clock, so a replay of old logs is shown like live traffic. The newest event time is that
+of the ledgered micro-batches (``ledger_max_event_time_ms``; ``max_event_time_ms``, which the
+windows written ahead of their ledger row raise, for an older store), the watermark that
+minus ``watermark_delay_ms`` (``pipeline_state``); a window is *complete* when
 ``window_end <= watermark``.
+
+Tiles
+-----
+The tiles of a micro-batch (last micro-batch, its rows, rates and duration, state rows, newest
+event, watermark) describe one: the newest ingest micro-batch in the ledger, with its own
+progress row (not the newest progress row, which may be a later micro-batch's without a
+ledger row, or an earlier one's while the newest is still reporting).
 
 Cost
 ----
@@ -502,6 +511,8 @@ class Health:
     processing_rate: list[float | None] = field(default_factory=list)
     duration_ms: list[int | None] = field(default_factory=list)
     queries: list[dict[str, Any]] = field(default_factory=list)  #: latest row per query
+    #: the newest ledgered ingest micro-batch has no progress row yet (reported when it ends)
+    progress_pending: bool = False
 
 
 @dataclass
@@ -737,13 +748,14 @@ def _read(
         lambda: int(conn.execute("SELECT SUM(dropped) FROM dedup_batches").fetchone()[0] or 0),
         0,
     )
-    last = _section(
+    last, ledger_rows = _section(
         notes,
         "ledger",
-        lambda: conn.execute(
-            "SELECT rowid, query, batch_id, committed_at FROM ledger ORDER BY rowid DESC LIMIT 1"
-        ).fetchone(),
-        None,
+        lambda: (
+            _last_committed(conn),
+            conn.execute("SELECT MAX(rowid) FROM ledger").fetchone()[0],
+        ),
+        (None, None),
     )
     progress_seq = _section(
         notes, "progress", lambda: conn.execute("SELECT MAX(seq) FROM progress").fetchone()[0], None
@@ -753,7 +765,7 @@ def _read(
     views_batch = state.get("views_batch")
     losses = follow_losses(state)
     version = (
-        None if last is None else last[0],
+        ledger_rows,  # any query's micro-batch (the tiles' is the newest ingest one)
         None if last is None else last[3],
         progress_seq,
         tuple(sorted(counters.items())),
@@ -771,7 +783,11 @@ def _read(
         )
 
     newest_ms: float | None = None
-    if state.get("max_event_time_ms"):
+    # the newest event time of the ledgered micro-batches: that of the micro-batch the tiles
+    # show (max_event_time_ms may already be the next one's, whose windows are written ahead)
+    if state.get("ledger_max_event_time_ms") and last is not None:
+        newest_ms = float(state["ledger_max_event_time_ms"])
+    elif state.get("max_event_time_ms"):  # a store of an older logstream, or nothing ledgered
         newest_ms = float(state["max_event_time_ms"])
     else:
         row = conn.execute("SELECT MAX(window_end) FROM traffic_per_minute").fetchone()
@@ -836,6 +852,7 @@ def _read(
         notes, "trending_pages", lambda: _trending(conn, state, filters, watermark_s, top), None
     )
     snap.health = _section(notes, "progress", lambda: _health(conn, last, state), None)
+    _own_watermark(snap.health, last, snap.watermark, state)
     snap.late_examples, snap.quarantine_examples = _examples(conn, notes)
     snap.alerts = _section(notes, "alerts", lambda: _alerts(conn, snap.range_start), None)
     snap.bots = _section(notes, "bot_scores", lambda: _bots(conn, snap.range_start), None)
@@ -1085,7 +1102,41 @@ def _trending(
     )
 
 
+def _last_committed(conn: Connection) -> Any:
+    """The ledger row ``(rowid, query, batch_id, committed_at)`` of the newest committed
+    ingest micro-batch, else the newest row of any query (a store filled by other writers);
+    None when the ledger is empty."""
+    sql = "SELECT rowid, query, batch_id, committed_at FROM ledger {} ORDER BY rowid DESC LIMIT 1"
+    row = conn.execute(sql.format("WHERE query = ?"), (INGEST_QUERY,)).fetchone()
+    return row if row is not None else conn.execute(sql.format("")).fetchone()
+
+
+def _own_watermark(
+    health: Health | None, last: Any, watermark: str | None, state: dict[str, str]
+) -> None:
+    """Give the ingest query's row of the progress table what its tiles show: logstream's
+    event-time watermark (Spark reports none for the ingest query, or with deduplication
+    the arrival-time watermark of that operator) and the state rows of the analytics
+    snapshot added to Spark's. Only for the row of the tiles' micro-batch (``last``)."""
+    if health is None or last is None or last[1] != INGEST_QUERY or health.progress_pending:
+        return
+    for row in health.queries:
+        if row.get("query") == INGEST_QUERY and row.get("batch_id") == last[2]:
+            row["watermark"] = watermark
+            analytics = state.get("analytics_state_rows")
+            if analytics is not None:
+                row["state_rows"] = (row.get("state_rows") or 0) + int(analytics)
+
+
 def _health(conn: Connection, last: Any, state: dict[str, str]) -> Health:
+    """The tiles' micro-batch and the streaming queries' latest progress.
+
+    The tiles describe one micro-batch, the newest in the ledger (``last``): its own
+    progress row, not the newest row, which may be a later micro-batch's (one with no data,
+    or one being committed) or an earlier one's (the progress of the newest is reported once
+    it ends). Until that row is stored, the tiles of its progress are empty
+    (:attr:`Health.progress_pending`).
+    """
     health = Health()
     analytics_rows = state.get("analytics_state_rows")
     if last is not None:
@@ -1093,14 +1144,29 @@ def _health(conn: Connection, last: Any, state: dict[str, str]) -> Health:
         health.last_batch_id = last[2]
     rows = [dict(r) for r in conn.execute("SELECT * FROM progress ORDER BY seq DESC LIMIT 600")]
     if not rows:
+        health.progress_pending = last is not None and last[1] == INGEST_QUERY
         return health
     latest: dict[str, dict[str, Any]] = {}
     for r in rows:
         latest.setdefault(r.get("query") or "?", r)
-    health.queries = sorted(latest.values(), key=lambda r: r.get("query") or "")
     main = INGEST_QUERY if INGEST_QUERY in latest else rows[0].get("query") or "?"
     series = [r for r in rows if (r.get("query") or "?") == main][:HEALTH_BATCHES][::-1]
-    newest = latest[main]
+    newest: dict[str, Any] | None = latest[main]
+    if last is not None and last[1] == main:
+        newest = next(
+            (r for r in rows if r.get("query") == main and r.get("batch_id") == last[2]), None
+        )
+        if newest is None:
+            health.progress_pending = True
+        else:
+            latest[main] = newest  # the table's row of the query: the tiles' micro-batch
+    health.queries = sorted(latest.values(), key=lambda r: r.get("query") or "")
+    health.times = [str(r.get("timestamp") or "") for r in series]
+    health.input_rate = [r.get("input_rows_per_s") for r in series]
+    health.processing_rate = [r.get("processed_rows_per_s") for r in series]
+    health.duration_ms = [r.get("batch_duration_ms") for r in series]
+    if newest is None:
+        return health
     health.input_rows_per_s = newest.get("input_rows_per_s")
     health.processed_rows_per_s = newest.get("processed_rows_per_s")
     health.batch_duration_ms = newest.get("batch_duration_ms")
@@ -1115,10 +1181,6 @@ def _health(conn: Connection, last: Any, state: dict[str, str]) -> Health:
         states.append(int(analytics_rows))
     health.state_rows = sum(states) if states else None
     health.state_memory_bytes = sum(memory) if memory else None
-    health.times = [str(r.get("timestamp") or "") for r in series]
-    health.input_rate = [r.get("input_rows_per_s") for r in series]
-    health.processing_rate = [r.get("processed_rows_per_s") for r in series]
-    health.duration_ms = [r.get("batch_duration_ms") for r in series]
     return health
 
 

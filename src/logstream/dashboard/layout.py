@@ -37,7 +37,7 @@ from logstream.dashboard.data import (
     Trending,
 )
 from logstream.dashboard.figures import QUERY_OFF, plot_time, sparkline_uri
-from logstream.units import human_bytes
+from logstream.units import human_bytes, plural
 
 __all__ = [
     "CSS",
@@ -467,19 +467,26 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             )
         )
     if h is not None:
+        # every tile of a micro-batch is that of the "Last micro-batch" tile (one read)
+        batch = "last batch" if h.last_batch_id is None else f"batch #{h.last_batch_id}"
+        rows = (
+            f"{batch}: progress reported when it ends"
+            if h.progress_pending
+            else f"{plural(h.num_input_rows, 'row')} in {batch}"
+        )
         cards += [
-            _kpi("input-rate", "Input rate", _num(h.input_rows_per_s), "events/s, last batch"),
+            _kpi("input-rate", "Input rate", _num(h.input_rows_per_s), f"events/s, {batch}"),
             _kpi(
                 "processing-rate",
                 "Processing rate",
                 _num(h.processed_rows_per_s),
-                "events/s, last batch",
+                f"events/s, {batch}",
             ),
             _kpi(
                 "batch-duration",
                 "Batch duration",
                 "–" if h.batch_duration_ms is None else f"{h.batch_duration_ms:,} ms",
-                f"{_num(h.num_input_rows)} rows in the last batch",
+                rows,
             ),
             _kpi(
                 "state-rows",

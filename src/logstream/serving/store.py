@@ -31,7 +31,9 @@ PostgreSQL readers see the last committed transaction (MVCC).
 Tables
 ------
 ``ledger(query, batch_id, committed_at, events, late_events, quarantined)``
-``pipeline_state(key, value)``: ``max_event_time_ms``, ``watermark_delay_ms``, settings, the
+``pipeline_state(key, value)``: ``max_event_time_ms`` (of the windows written, ahead of the
+ledger), ``ledger_max_event_time_ms`` (of the ledgered micro-batches), ``watermark_delay_ms``,
+settings, the
 follow source's running loss counts (``follow_lost_bytes`` …, :meth:`ServingStore.follow_losses`)
 ``traffic_per_minute(window_start, window_end, requests, bytes, status_1xx … status_5xx, errors)``
 ``trending_pages(window_start, window_end, url_path, requests)``
@@ -530,6 +532,16 @@ class ServingStore:
             if not write.views_committed:
                 self._claim_views(conn, write.batch_id)
                 self._apply_views(conn, write)
+            if write.max_event_time_ms is not None:
+                # the newest event time of the ledgered micro-batches (max_event_time_ms may
+                # already hold the next batch's, written ahead): the dashboard's watermark
+                conn.execute(
+                    "INSERT INTO pipeline_state(key, value) VALUES ('ledger_max_event_time_ms', "
+                    "?) ON CONFLICT(key) DO UPDATE SET value = CAST("
+                    f"{self.dialect.greatest}(CAST(pipeline_state.value AS BIGINT), "
+                    "CAST(excluded.value AS BIGINT)) AS TEXT)",
+                    (str(write.max_event_time_ms),),
+                )
             conn.executemany(
                 "INSERT INTO counters(name, value) VALUES (?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET value = counters.value + excluded.value",
