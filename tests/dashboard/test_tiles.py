@@ -116,3 +116,58 @@ def iso_tile(ms: int) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# -- a store of the DStream edition (issue 37, item 6) -----------------------------------------
+
+
+def dstream_store(path):
+    """A store written as ``logstream dstream run`` writes it: its tables, the trending pages
+    under its ledger key, status classes per batch and its listener's progress rows."""
+    from datetime import UTC, datetime, timedelta
+    from types import SimpleNamespace
+
+    from logstream.dstream.weblog import (
+        TRENDING_QUERY,
+        commit_status_batch,
+        dstream_store_schema,
+        progress_listener,
+    )
+    from logstream.serving import ServingStore
+
+    store = ServingStore(path)
+    dstream_store_schema(path)
+    listener = progress_listener(path)
+    start = datetime(2025, 1, 1, 10, 0, tzinfo=UTC)
+    for k, (ok, missing, bad) in enumerate(((20_000, 1_500, 3), (8_000, 47, 5))):
+        t = start + timedelta(seconds=2 * k)
+        when = t.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        classes = [("2xx", (ok, 11 + k)), ("4xx", (missing, 7 + k))]
+        assert commit_status_batch(str(path), when, f"{k}:ab", classes, bad)
+        store.commit_batch(TRENDING_QUERY, int(t.timestamp() * 1000), 1, lambda conn: None)
+        ms = int(t.timestamp() * 1000)
+        info = SimpleNamespace(
+            numRecords=lambda n=ok + missing: n,
+            processingDelay=lambda: 850,
+            schedulingDelay=lambda k=k: 12 + k,
+            batchTime=lambda ms=ms: SimpleNamespace(milliseconds=lambda: ms),
+        )
+        listener.onBatchCompleted(SimpleNamespace(batchInfo=lambda info=info: info))
+    return store
+
+
+def test_a_dstream_store_is_read_as_one(tmp_path):
+    dstream_store(tmp_path / "d.db")
+    snap = read_snapshot(tmp_path / "d.db", Filters.build("all"))
+    # no watermark delay to assume, and the parsed lines are not "all quarantined"
+    assert snap.state == "ok" and not snap.notes and "quarantined" not in snap.message
+    assert "29,547 requests parsed and 5 unparseable lines in 2 batches" in snap.message
+    assert snap.counters["events"] == 29_547 and snap.counters["quarantined"] == 5
+    out = refresh_outputs(tmp_path / "d.db", "all", "", None)
+    banner = " ".join(text(p) for p in out[0])
+    assert "DStream edition" in banner and "assuming 10 minutes" not in banner
+    table = rows(output(out, "health"), "health-table")
+    assert [r[0] for r in table] == ["dstream"]
+    assert table[0][7] == "none (DStream); scheduling delay 13 ms"
+    assert kpi(out, "watermark")[0] == "–" and kpi(out, "last-batch")[0] != "–"
+    assert snap.edition == "dstream"

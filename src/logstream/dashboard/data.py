@@ -63,6 +63,7 @@ import psycopg
 from logstream.errors import ConfigError
 from logstream.serving import ServingStore, shared_reader, store_file, store_location
 from logstream.serving.store import missing_schema
+from logstream.units import plural
 
 __all__ = [
     "DEFAULT_RANGE",
@@ -551,6 +552,8 @@ class Snapshot:
     queries: frozenset[str] | None = None
     source_label: str | None = None  #: what the demo replays (``pipeline_state``)
     synthetic: bool = False  #: the data is generated, not real logs
+    #: ``dstream`` for a store of the DStream edition (no event time), else ``structured``
+    edition: str = "structured"
     #: what the follow source could not read (``pipeline_state``: :data:`FOLLOW_LOSS_KEYS`);
     #: empty when the store records none (another source, or an older run)
     follow_losses: dict[str, int] = field(default_factory=dict)
@@ -782,6 +785,10 @@ def _read(
             **base,
         )
 
+    dstream = _dstream_totals(conn, last)
+    if dstream is not None:
+        return _dstream_snapshot(conn, base, notes, last, state, counters, version, top, dstream)
+
     newest_ms: float | None = None
     # the newest event time of the ledgered micro-batches: that of the micro-batch the tiles
     # show (max_event_time_ms may already be the next one's, whose windows are written ahead)
@@ -825,8 +832,12 @@ def _read(
                 f"No micro-batch committed for {_ago(age)} (last at {last[3][:19]}Z): the "
                 "pipeline is stopped or idle; showing the data it left."
             )
-    if newest_ms is None:  # only quarantined lines so far
-        snap.message = "No event parsed yet: every line read so far is quarantined."
+    if newest_ms is None:  # no event time recorded: only quarantined lines so far, or none
+        snap.message = (
+            "No event parsed yet: every line read so far is quarantined."
+            if counters["quarantined"]
+            else "No event parsed yet."
+        )
         snap.late_examples, snap.quarantine_examples = _examples(conn, notes)
         snap.health = _section(notes, "progress", lambda: _health(conn, last, state), None)
         return snap
@@ -1102,6 +1113,63 @@ def _trending(
     )
 
 
+#: Ledger key of the DStream edition's trending pages, and its progress rows' query
+#: (``logstream.dstream.weblog``, not imported: that module imports Spark's analytics).
+DSTREAM_LEDGER_QUERY = "dstream_trending"
+DSTREAM_QUERY = "dstream"
+#: How the DStream edition's progress rows carry the scheduling delay (in ``watermark``).
+_SCHEDULING_DELAY = "scheduling_delay_ms="
+
+
+def _dstream_totals(conn: Connection, last: Any) -> tuple[int, int, int] | None:
+    """``(batches, requests, unparseable lines)`` of a store written by the DStream edition
+    (``logstream dstream run``: its own ``dstream_*`` tables, no event time), else None."""
+    if last is None or last[1] != DSTREAM_LEDGER_QUERY:  # an ingest batch comes first
+        return None
+    batches, requests = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(requests), 0) FROM dstream_batches"
+    ).fetchone()
+    newest = conn.execute(  # the accumulator's running total, as of the newest batch
+        "SELECT unparseable_total FROM dstream_batches ORDER BY batch_time DESC LIMIT 1"
+    ).fetchone()
+    return int(batches), int(requests), int(newest[0]) if newest else 0
+
+
+def _dstream_snapshot(
+    conn: Connection,
+    base: dict[str, Any],
+    notes: list[str],
+    last: Any,
+    state: dict[str, str],
+    counters: dict[str, int],
+    version: tuple[Any, ...],
+    top: int,
+    totals: tuple[int, int, int],
+) -> Snapshot:
+    """What the page shows of a DStream store: its counts and batches; it has no event time,
+    so no watermark, no event-time window and no watermark delay to assume."""
+    batches, requests, unparseable = totals
+    counters = {**counters, "events": requests, "quarantined": unparseable}
+    snap = Snapshot(
+        state="ok",
+        message=(
+            "A store of the DStream edition (logstream dstream run): "
+            f"{plural(requests, 'request')} parsed and {plural(unparseable, 'unparseable line')}"
+            f" in {plural(batches, 'batch', 'batches')} of processing time. It records no "
+            "event time, so the watermark and the event-time charts and windows stay empty "
+            "(docs/dstream.md)."
+        ),
+        top=top,
+        counters=counters,
+        version=(*version, totals),
+        notes=notes,
+        **base,
+    )
+    snap.edition = "dstream"
+    snap.health = _section(notes, "progress", lambda: _health(conn, last, state), None)
+    return snap
+
+
 def _last_committed(conn: Connection) -> Any:
     """The ledger row ``(rowid, query, batch_id, committed_at)`` of the newest committed
     ingest micro-batch, else the newest row of any query (a store filled by other writers);
@@ -1146,6 +1214,12 @@ def _health(conn: Connection, last: Any, state: dict[str, str]) -> Health:
     if not rows:
         health.progress_pending = last is not None and last[1] == INGEST_QUERY
         return health
+    for r in rows:  # the DStream edition's scheduling delay, carried in the watermark
+        mark = r.get("watermark")
+        if isinstance(mark, str) and mark.startswith(_SCHEDULING_DELAY):
+            delay = mark.removeprefix(_SCHEDULING_DELAY)
+            r["watermark"] = None  # a DStream has none
+            r["scheduling_delay_ms"] = int(delay) if delay.lstrip("-").isdigit() else None
     latest: dict[str, dict[str, Any]] = {}
     for r in rows:
         latest.setdefault(r.get("query") or "?", r)

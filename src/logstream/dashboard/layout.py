@@ -932,6 +932,14 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
     return late, bad
 
 
+def _watermark_cell(row: dict[str, Any]) -> str:
+    """A progress row's watermark to the second; for the DStream edition, which has none,
+    its scheduling delay."""
+    if row.get("scheduling_delay_ms") is not None:
+        return f"none (DStream); scheduling delay {row['scheduling_delay_ms']:,} ms"
+    return (plot_time(row.get("watermark")) or "")[:19]
+
+
 def health_table(snap: Snapshot) -> list[Any]:
     """Latest progress row of each streaming query."""
     heading = html.H2("Streaming queries (latest progress)")
@@ -948,7 +956,7 @@ def health_table(snap: Snapshot) -> list[Any]:
             "state_rows": _num(q.get("state_rows")),
             "dropped_by_watermark": _num(q.get("dropped_by_watermark")),
             "timestamp": (plot_time(q.get("timestamp")) or "")[:19],
-            "watermark": (plot_time(q.get("watermark")) or "")[:19],
+            "watermark": _watermark_cell(q),
         }
         for q in h.queries
     ]
