@@ -171,3 +171,26 @@ def test_a_dstream_store_is_read_as_one(tmp_path):
     assert table[0][7] == "none (DStream); scheduling delay 13 ms"
     assert kpi(out, "watermark")[0] == "–" and kpi(out, "last-batch")[0] != "–"
     assert snap.edition == "dstream"
+
+
+# -- one micro-batch, one point (issue 37, item 4) -------------------------------------------
+
+
+def test_a_single_point_gets_an_axis_of_seconds_not_of_its_millisecond(tmp_path):
+    from logstream.dashboard.figures import health_figure, requests_figure
+
+    store = new_store(tmp_path / "s.db")
+    commit(store, 0, traffic=[traffic_row(0, 5)])
+    store.record_progress([progress(0, timestamp="2025-01-01T07:24:41.501Z")])
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    axis = health_figure(snap)["layout"]["xaxis"]
+    assert axis["range"] == ["2025-01-01 07:24:11", "2025-01-01 07:25:11"]
+    assert axis["tickformat"] == "%H:%M:%S"
+    traffic = requests_figure(snap)["layout"]["xaxis"]  # one minute of traffic
+    assert traffic["range"] == ["1995-07-09 03:59:00", "1995-07-09 04:01:00"]
+    # two points: plotly's own range
+    store.record_progress([progress(1, timestamp="2025-01-01T07:24:43.501Z")])
+    commit(store, 1, traffic=[traffic_row(1, 5)])
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    assert "range" not in health_figure(snap)["layout"]["xaxis"]
+    assert "range" not in requests_figure(snap)["layout"]["xaxis"]

@@ -177,6 +177,35 @@ def _right_axis(layout: dict[str, Any], left: str, right: str) -> dict[str, Any]
     return layout
 
 
+def _one_point_axis(layout: dict[str, Any], times: list[str], pad_s: float) -> dict[str, Any]:
+    """``layout`` with an x axis that reads well when every point is at one instant.
+
+    Plotly.js zooms a date axis with a single point into its millisecond (ticks
+    ``07:24:41.5016 … .5024``): the axis gets a range of ``pad_s`` seconds either side of
+    the point instead, with ticks to the second. Changed in place and returned.
+
+    Parameters
+    ----------
+    times : list of str
+        ISO UTC times of the points (None entries ignored).
+    pad_s : float
+        Seconds shown either side of a single point.
+    """
+    instants = {epoch_s(t) for t in times if t}
+    if len(instants) != 1:
+        return layout
+    (at,) = instants
+
+    def shown(seconds: float) -> str:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+    layout["xaxis"].update(
+        range=[shown(at - pad_s), shown(at + pad_s)],
+        tickformat="%H:%M:%S" if pad_s < 600 else "%H:%M",
+    )
+    return layout
+
+
 def _trace(kind: str, name: str, x: list[Any], y: list[Any], **style: Any) -> dict[str, Any]:
     """One trace of a figure.
 
@@ -239,7 +268,9 @@ def requests_figure(snap: Snapshot) -> dict[str, Any]:
     return {
         "data": data,
         # beside the trending table: as tall as ten rows
-        "layout": _range_layout(snap, title + _per(snap), height=REQUESTS_HEIGHT),
+        "layout": _one_point_axis(
+            _range_layout(snap, title + _per(snap), height=REQUESTS_HEIGHT), t.times, t.bucket_s
+        ),
     }
 
 
@@ -296,6 +327,7 @@ def _traffic_line(
         return _no_data(snap, title, "No traffic in this time range.")
     trace = _trace("lines", name, _times(t.times), series(t), **style)
     layout = _range_layout(snap, title + _per(snap) if averaged else title)
+    _one_point_axis(layout, t.times, t.bucket_s)
     layout["yaxis"].update(yaxis)
     layout["showlegend"] = False
     return {"data": [trace], "layout": layout}
@@ -362,7 +394,7 @@ def visitors_figure(snap: Snapshot) -> dict[str, Any]:
             )
         )
         title += f" ({v.bucket_s // 60}-minute buckets)"
-    layout = _range_layout(snap, title)
+    layout = _one_point_axis(_range_layout(snap, title), v.times, v.bucket_s)
     layout["showlegend"] = bucketed
     return {"data": data, "layout": layout}
 
@@ -391,7 +423,10 @@ def dimension_figure(snap: Snapshot, dimension: str) -> dict[str, Any]:
     ]
     if d.bucket_s > 60:
         title += f" ({d.bucket_s // 60}-minute averages)"
-    return {"data": data, "layout": _range_layout(snap, title)}
+    return {
+        "data": data,
+        "layout": _one_point_axis(_range_layout(snap, title), d.times, d.bucket_s),
+    }
 
 
 def sessions_figure(snap: Snapshot) -> dict[str, Any]:
@@ -473,7 +508,7 @@ def health_figure(snap: Snapshot) -> dict[str, Any]:
         ("input rate", h.input_rate, "#4a7fc1"),
         ("processing rate", h.processing_rate, "#3b9a5a"),
     ]
-    layout = _layout(title + " (wall clock)", "health")
+    layout = _one_point_axis(_layout(title + " (wall clock)", "health"), h.times, 30)
     return {
         "data": [
             *(
