@@ -141,14 +141,16 @@ def _die_with_parent(parent: int) -> None:
 
 
 @contextmanager
-def _detached_popen(die_with_parent: bool) -> Iterator[None]:
+def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
     """While inside, PySpark's gateway launch starts the JVM detached (see the module
     docstring). ``pyspark.java_gateway.launch_gateway`` sets its own ``preexec_fn`` (SIGINT
-    ignored), so its ``Popen`` is wrapped for the one call."""
+    ignored), so its ``Popen`` is wrapped for the one call; the list yielded holds the process
+    it started."""
     import pyspark.java_gateway as java_gateway
 
     original = java_gateway.Popen
     parent = os.getpid()
+    started: list[subprocess.Popen] = []
 
     def popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
         theirs = kwargs.pop("preexec_fn", None)
@@ -162,11 +164,12 @@ def _detached_popen(die_with_parent: bool) -> Iterator[None]:
                 _die_with_parent(parent)
 
         kwargs["start_new_session"] = True
-        return original(*args, preexec_fn=preexec, **kwargs)
+        started.append(original(*args, preexec_fn=preexec, **kwargs))
+        return started[-1]
 
     java_gateway.Popen = popen
     try:
-        yield
+        yield started
     finally:
         java_gateway.Popen = original
 
@@ -208,8 +211,17 @@ def launch_gateway(conf: Any, env: Mapping[str, str] | None = None) -> Any:
     saved = {key: os.environ.get(key) for key in env or {}}
     try:
         os.environ.update(env or {})  # PySpark copies os.environ into the JVM's environment
-        with _detached_popen(die_with_parent=main):
-            gateway = pyspark_launch(conf)
+        with _detached_popen(die_with_parent=main) as started:
+            try:
+                gateway = pyspark_launch(conf)
+            except BaseException:
+                # interrupted or failed while the JVM starts: PySpark then deletes the file
+                # the JVM writes its port to, the JVM's main thread fails, and its Py4J server
+                # thread alone kept it running (an orphan of 285 MB for 27 minutes, issue 36)
+                for process in started:
+                    process.kill()
+                    process.wait()
+                raise
     finally:
         for key, value in saved.items():
             if value is None:

@@ -344,3 +344,25 @@ def test_json_readings_parse_like_csv(spark):
         "not json",
         '{"device": "d1", "time": "yesterday", "temperature": 20}',
     ]
+
+
+def test_registry_with_an_unknown_column_is_refused_naming_it_and_the_known_ones(tmp_path, capsys):
+    typo = tmp_path / "registry.csv"
+    typo.write_text("device,room,temprature_max\nd1,r1,24\n")
+    with pytest.raises(ConfigError) as err:
+        load_registry(typo)
+    message = str(err.value)
+    assert "unknown column 'temprature_max'" in message
+    assert "device, room, type, temperature_max, humidity_max" in message
+    empty = tmp_path / "empty.csv"  # a header alone is checked too
+    empty.write_text("device,room,co2max\n")
+    with pytest.raises(ConfigError, match="unknown column 'co2max'"):
+        load_registry(empty)
+    extra = tmp_path / "extra.csv"
+    extra.write_text("device,room\nd1,r1,24\n")
+    with pytest.raises(ConfigError, match="row 1 has more fields than the header"):
+        load_registry(extra)
+    # the command stops at start, before Spark, with the same message
+    assert main(["devices", "run", "--input", str(tmp_path), "--registry", str(typo)]) == 2
+    assert "temprature_max" in capsys.readouterr().err
+

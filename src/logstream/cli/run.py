@@ -40,7 +40,7 @@ class StopSignals:
 
     The pipeline stops between micro-batches once ``stop`` is set (the one being delivered is
     finished, a later one is not started: :mod:`logstream.sinks.gate`), Spark stops, and the
-    command exits 0. A signal before the queries exist is kept and honoured once they do.
+    command exits 0. A signal before the queries exist is kept: none of them starts.
     More signals while stopping change nothing (SIGKILL ends the run at once, and the next
     start repairs the micro-batch it cut). The JVM does not get the signals a terminal or
     ``kill -- -PGID`` sends the driver's group (:func:`logstream.jvm.launch_gateway`).

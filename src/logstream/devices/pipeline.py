@@ -187,15 +187,26 @@ def load_registry(path: Path) -> list[tuple[object, ...]]:
     InputPathError
         When the file does not exist.
     ConfigError
-        When a column is missing, a device is empty or repeated, or a threshold is not a
-        number; the message names the row.
+        When a column is missing or unknown (a misspelt threshold column: the message names
+        it and the known columns, :data:`~logstream.devices.readings.REGISTRY_COLUMNS`), a
+        row has more fields than the header, a device is empty or repeated, or a threshold is
+        not a number; the message names the row.
     """
     from logstream.reference.tables import read_rows
 
     if not path.is_file():
         raise InputPathError(f"device registry {str(path)!r} does not exist")
-    rows = read_rows("devices", path.read_bytes(), str(path))
-    if rows and not {"device", "room"} <= set(rows[0]):
+    data = path.read_bytes()
+    rows = read_rows("devices", data, str(path))
+    columns = _registry_header(data, str(path), rows)
+    unknown = [c for c in columns if c not in REGISTRY_COLUMNS]
+    if unknown:  # a typo (temprature_max) would silently drop the threshold the user meant
+        raise ConfigError(
+            f"device registry {path}: unknown column{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(c) for c in unknown)}; the known columns are "
+            f"{', '.join(REGISTRY_COLUMNS)}"
+        )
+    if columns and not {"device", "room"} <= set(columns):
         raise ConfigError(f"device registry {path}: the header must name device and room")
     out, seen = [], set()
     for i, row in enumerate(rows, start=1):
@@ -216,6 +227,24 @@ def load_registry(path: Path) -> list[tuple[object, ...]]:
                 ) from exc
         out.append(tuple(values))
     return out
+
+
+def _registry_header(data: bytes, name: str, rows: list[dict[str, str | None]]) -> list[str]:
+    """The registry's column names, as written (a CSV's header row even without data rows)."""
+    if rows:
+        if None in rows[0] or any(None in row for row in rows):  # csv.DictReader's extras
+            row = next(i for i, r in enumerate(rows, start=1) if None in r)
+            raise ConfigError(f"device registry {name}: row {row} has more fields than the header")
+        return list(rows[0])
+    if name.endswith(".csv"):
+        import csv
+        import io
+
+        return next(csv.reader(io.StringIO(data.decode("utf-8-sig", "replace"))), [])
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(pa.BufferReader(data)).names)  # read_rows read it already
 
 
 def _registry_frame(spark: SparkSession, path: Path | None) -> DataFrame | None:
