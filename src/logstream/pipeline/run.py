@@ -73,6 +73,9 @@ def _ms(interval: str) -> int:
 
 
 _RAISED = re.compile(r"^logstream\.[\w.]+\.(\w+): (.+)$", re.MULTILINE)
+#: Seconds a stop waits, after the last micro-batch was delivered, for Spark to report its
+#: progress before the queries are stopped.
+PROGRESS_WAIT_S = 10.0
 
 
 def _logstream_error(error: BaseException) -> LogstreamError | None:
@@ -330,6 +333,15 @@ class Pipeline:
         """Ask :meth:`run` to return (safe from a signal handler)."""
         self.stop_requested.set()
 
+    def _await_triggers(self, timeout_s: float) -> None:
+        """Wait until no query is inside a trigger (with the gate closed a new one writes
+        nothing, so this ends), at most ``timeout_s`` seconds."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while time.monotonic() < deadline:
+            if not any(q.isActive and q.status.get("isTriggerActive") for q in self.queries):
+                return
+            time.sleep(0.02)
+
     def stop(self, grace_s: float | None = None) -> None:
         """Stop every query between micro-batches, then flush the progress rows.
 
@@ -355,6 +367,10 @@ class Pipeline:
         context.setLogLevel("OFF")
         try:
             self.gate.close(grace_s)
+            # Spark reports a micro-batch's progress after its function returns (commit log,
+            # then the progress event, then the trigger ends): a query stopped before that
+            # loses the last micro-batch's progress (its terminal line, its progress row)
+            self._await_triggers(PROGRESS_WAIT_S if grace_s is None else grace_s)
             for query in self.queries:
                 if query.isActive:
                     query.stop()
