@@ -366,3 +366,47 @@ def test_registry_with_an_unknown_column_is_refused_naming_it_and_the_known_ones
     assert main(["devices", "run", "--input", str(tmp_path), "--registry", str(typo)]) == 2
     assert "temprature_max" in capsys.readouterr().err
 
+
+def test_quarantined_readings_say_which_field_failed_and_why(spark, three):
+    from logstream.devices import parse_readings
+
+    # the pipeline's quarantine output (the fixture's broken file: a line of two fields)
+    assert list(three["quarantine"]["detail"]) == [
+        "expected 7 fields (8 with a leading device), got 2"
+    ]
+    csv_lines = [
+        '"2015-02-02 10:00:00",abc,27,0,500,0.004,0',
+        '"02/02/2015",21,27,0,500,0.004,0',
+        '"2015-02-02 10:00:00",,27,0,500,0.004,0',
+        ' ,"2015-02-02 10:00:00",21,27,0,500,0.004,0',
+        '"2015-02-02 10:00:00",21,27,0,500,0.004,0',
+    ]
+    json_lines = [
+        "not json",
+        '{"device": "d1", "time": "yesterday", "temperature": 20}',
+        '{"device": "d1", "time": "2015-02-04 17:51:00"}',
+        '{"device": "d1", "time": "2015-02-04 17:51:00", "temperature": "hot"}',
+    ]
+
+    def details(lines: list[str], fmt: str) -> dict[str, str | None]:
+        frame = spark.createDataFrame(
+            [(v, "file:///x/d0.txt") for v in lines], "value string, source_file string"
+        )
+        rows = parse_readings(frame, fmt, detail=True).collect()
+        for r in rows:  # a detail exactly for the quarantined lines
+            assert (r["quarantine_detail"] is None) == (r["quarantine_reason"] is None)
+        return {r["raw_line"]: r["quarantine_detail"] for r in rows}
+
+    assert list(details(csv_lines, "csv").values()) == [
+        "Temperature: 'abc' is not a number",
+        "Date: '02/02/2015' is not a time (yyyy-MM-dd HH:mm:ss or ISO 8601 with an offset)",
+        "Temperature: missing",
+        "device: missing",
+        None,
+    ]
+    assert list(details(json_lines, "json").values()) == [
+        "not a JSON object",
+        "time: 'yesterday' is not a time (yyyy-MM-dd HH:mm:ss or ISO 8601 with an offset)",
+        "temperature: missing",
+        "temperature: 'hot' is not a number",
+    ]

@@ -329,16 +329,18 @@ def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[Streami
     lines = reader.load(_input_path(cfg.input)).select(
         "value", F.col("_metadata.file_path").alias("source_file")
     )
-    parsed = parse_readings(lines, cfg.format)
+    parsed = parse_readings(lines, cfg.format, detail=True)
     readings = with_registry(
-        parsed.where(F.col("quarantine_reason").isNull()).drop("raw_line", "quarantine_reason"),
+        parsed.where(F.col("quarantine_reason").isNull()).drop(
+            "raw_line", "quarantine_reason", "quarantine_detail"
+        ),
         registry,
     ).withWatermark("event_time", cfg.watermark)
     bad = parsed.where(F.col("quarantine_reason").isNotNull()).select(
         "raw_line",
         "source_file",
         F.col("quarantine_reason").alias("reason"),
-        F.lit(None).cast("string").alias("detail"),
+        F.col("quarantine_detail").alias("detail"),  # which field failed and why
     )
     alerts = threshold_alerts(readings)
     transitions = device_transitions(readings, cfg.state_config())

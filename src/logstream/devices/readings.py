@@ -84,7 +84,7 @@ def _time(text: Column) -> Column:
     )
 
 
-def parse_readings(lines: DataFrame, fmt: str = "csv") -> DataFrame:
+def parse_readings(lines: DataFrame, fmt: str = "csv", *, detail: bool = False) -> DataFrame:
     """Parse reading lines (see the module docstring).
 
     Parameters
@@ -92,14 +92,18 @@ def parse_readings(lines: DataFrame, fmt: str = "csv") -> DataFrame:
     lines : DataFrame
         Batch or streaming, ``value`` (a line) and ``source_file`` (its file URI, or null).
     fmt : {"csv", "json"}
+    detail : bool
+        Also return ``quarantine_detail``: for a line that is not a reading, the first field
+        that failed and why (``Temperature: 'abc' is not a number``, ``expected 7 fields
+        (8 with a leading device), got 2``, ``not a JSON object``); null for a reading.
 
     Returns
     -------
     DataFrame
         :data:`READING_SCHEMA` columns plus ``raw_line`` and ``quarantine_reason`` (null for
-        a reading, :data:`BAD_READING` otherwise; the reading columns may then be null),
-        behind :func:`logstream.parsing.fenced`: a filter on them parses each line once.
-        Header lines and blank lines are dropped.
+        a reading, :data:`BAD_READING` otherwise; the reading columns may then be null), and
+        ``quarantine_detail`` with ``detail``, behind :func:`logstream.parsing.fenced`: a
+        filter on them parses each line once. Header lines and blank lines are dropped.
 
     Raises
     ------
@@ -127,7 +131,20 @@ def parse_readings(lines: DataFrame, fmt: str = "csv") -> DataFrame:
             "source_file",
             value.alias("raw_line"),
             ((n == 7) | with_device).alias("_shape"),
+            *(
+                [
+                    F.when(
+                        (n != 7) & ~with_device,
+                        F.format_string("expected 7 fields (8 with a leading device), got %d", n),
+                    ).alias("_shape_detail"),
+                    at(1).alias("_time_text"),
+                    at(2).alias("_temperature_text"),
+                ]
+                if detail
+                else []
+            ),
         )
+        names = _CSV_NAMES
     elif fmt == "json":
         body = lines.where(F.trim(value) != "")
         j = F.from_json(value, _JSON_SCHEMA)
@@ -139,7 +156,23 @@ def parse_readings(lines: DataFrame, fmt: str = "csv") -> DataFrame:
             "source_file",
             value.alias("raw_line"),
             j.isNotNull().alias("_shape"),
+            *(
+                [
+                    # a line that is not JSON reads as an object of nulls (PERMISSIVE)
+                    F.when(
+                        j.isNull() | F.coalesce(*(j[k] for k in _JSON_SCHEMA.names)).isNull(),
+                        F.when(
+                            F.try_parse_json(value).isNull(), F.lit("not a JSON object")
+                        ).otherwise(F.lit(f"none of the keys {', '.join(_JSON_SCHEMA.names)}")),
+                    ).alias("_shape_detail"),
+                    j["time"].alias("_time_text"),
+                    j["temperature"].alias("_temperature_text"),
+                ]
+                if detail
+                else []
+            ),
         )
+        names = _JSON_NAMES
     else:
         raise ValueError(f"reading format {fmt!r}: use csv or json")
     good = (
@@ -158,6 +191,41 @@ def parse_readings(lines: DataFrame, fmt: str = "csv") -> DataFrame:
             F.when(good, F.lit(None).cast("string"))
             .otherwise(F.lit(BAD_READING))
             .alias("quarantine_reason"),
+            *([_detail(names).alias("quarantine_detail")] if detail else []),
+        )
+    )
+
+
+#: How the detail of a bad line names a field: the UCI header's names for CSV, keys for JSON.
+_CSV_NAMES = {"device": "device", "time": "Date", "temperature": "Temperature"}
+_JSON_NAMES = {"device": "device", "time": "time", "temperature": "temperature"}
+
+
+def _detail(names: dict[str, str]) -> Column:
+    """The first check of a reading that fails, in the order of ``good``, and why."""
+
+    def bad_value(field: str, text: Column, what: str) -> Column:
+        return F.when(
+            text.isNull() | (F.trim(text) == ""), F.lit(f"{names[field]}: missing")
+        ).otherwise(F.format_string(f"{names[field]}: '%s' is not {what}", text))
+
+    return (
+        F.when(F.col("_shape_detail").isNotNull(), F.col("_shape_detail"))
+        .when(
+            F.col("event_time").isNull(),
+            bad_value(
+                "time",
+                F.col("_time_text"),
+                "a time (yyyy-MM-dd HH:mm:ss or ISO 8601 with an offset)",
+            ),
+        )
+        .when(
+            F.col("device").isNull() | (F.col("device") == ""),
+            F.lit(f"{names['device']}: missing"),
+        )
+        .when(
+            F.col("temperature").isNull(),
+            bad_value("temperature", F.col("_temperature_text"), "a number"),
         )
     )
 
