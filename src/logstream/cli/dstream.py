@@ -12,6 +12,7 @@ import typer
 
 from logstream.cli.app import MasterOption, app, err_console
 from logstream.errors import ConfigError
+from logstream.units import plural
 
 dstream_app = typer.Typer(
     help="The DStream edition (Spark Streaming, deprecated by Spark: see docs/dstream.md).",
@@ -350,7 +351,7 @@ def kmeans_command(
     build_kmeans_streams(_lines(ssc, address, directory), settings, store)
     receiver = _watch(ssc, address)
     err_console.print(
-        f"{settings.k} clusters of ({', '.join(FEATURES)}) per client, decay "
+        f"{plural(settings.k, 'cluster')} of ({', '.join(FEATURES)}) per client, decay "
         f"{settings.decay:.4f} per {batch_s:g} s batch; centers in {store} (dstream_kmeans)"
     )
     _run_until_stopped(ssc, duration_s, receiver)

@@ -20,6 +20,7 @@ from logstream.cli.replay import (
     make_sink,
 )
 from logstream.errors import ConfigError
+from logstream.units import plural
 
 
 def parse_start(text: str) -> datetime:
@@ -183,7 +184,7 @@ def generate(
         elapsed = time.perf_counter() - started
         if not quiet and out != "-":
             err_console.print(
-                f"wrote {count:,} lines to {out} in {elapsed:.2f} s "
+                f"wrote {plural(count, 'line')} to {out} in {elapsed:.2f} s "
                 f"({count / elapsed if elapsed else 0:,.0f} lines/s)"
             )
         return
@@ -202,4 +203,4 @@ def generate(
         with ReplayProgress(err_console, "generate") as progress:
             replayer.progress = progress
             result = replayer.run()
-    err_console.print(f"sent {result.lines_sent:,} lines in {result.wall_seconds:.1f} s")
+    err_console.print(f"sent {plural(result.lines_sent, 'line')} in {result.wall_seconds:.1f} s")

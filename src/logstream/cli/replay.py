@@ -10,6 +10,7 @@ import typer
 
 from logstream.cli.app import app, err_console
 from logstream.errors import ConfigError
+from logstream.units import plural
 
 if TYPE_CHECKING:
     from logstream.replay.sinks import LineSink
@@ -261,7 +262,7 @@ def replay(
             replayer.summary.write_json(summary_path)
     reached = result.event_time_reached
     err_console.print(
-        f"sent {result.lines_sent:,} lines in {result.wall_seconds:.1f} s "
+        f"sent {plural(result.lines_sent, 'line')} in {result.wall_seconds:.1f} s "
         f"({result.rate_per_s:,.0f} lines/s), event time reached "
         f"{reached.isoformat() if reached else '—'}"
         + (f", {result.late_lines:,} late" if options.late_fraction else "")

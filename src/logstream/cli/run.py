@@ -24,6 +24,7 @@ from logstream.cli.app import (
 )
 from logstream.config import SparkSettings
 from logstream.errors import ConfigError
+from logstream.units import plural
 
 __all__ = ["load_config_file", "run"]
 
@@ -142,12 +143,17 @@ def _progress_printer(ref: list[Any]) -> Any:
             )
         _console.print(
             f"[bold]{row['query']}[/bold] batch {row['batch_id']}: "
-            f"{row['num_input_rows']:,} rows, in {row.get('input_rows_per_s') or 0:,.0f}/s, "
+            f"{plural(row['num_input_rows'], 'row')}, "
+            f"in {row.get('input_rows_per_s') or 0:,.0f}/s, "
             f"processed {row.get('processed_rows_per_s') or 0:,.0f}/s, "
             f"{row['batch_duration_ms']:,} ms; watermark {watermark or '-'}; "
             f"state rows {state_rows:,}; events {totals.events:,}, "
             f"late {totals.late_events:,}, quarantined {totals.quarantined:,}"
-            + (f"; {dups:,} duplicates dropped" if (dups := row.get("duplicates_dropped")) else "")
+            + (
+                f"; {plural(dups, 'duplicate')} dropped"
+                if (dups := row.get("duplicates_dropped"))
+                else ""
+            )
         )
 
     return show
@@ -633,5 +639,5 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
         dedup = "deduplication off"
     _console.print(
         f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
-        f"quarantined, {dedup}, in {t.batches} micro-batches; {outputs}"
+        f"quarantined, {dedup}, in {plural(t.batches, 'micro-batch')}; {outputs}"
     )

@@ -48,6 +48,7 @@ from rich.table import Table
 from logstream.cli.app import FormatOption, MasterOption, app
 from logstream.config import SparkSettings
 from logstream.errors import ConfigError
+from logstream.units import plural
 
 __all__ = ["TABLES", "sql"]
 
@@ -186,7 +187,7 @@ def _print_table(columns: list[str], rows: list[Any], cut: bool, title: str | No
         table.add_row(*(Text("" if v is None else str(json_safe(v))) for v in row))
     _out.print(table)
     if cut:
-        _out.print(f"(first {len(rows)} rows; raise --max-rows to see more)")
+        _out.print(f"(first {plural(len(rows), 'row')}; raise --max-rows to see more)")
 
 
 def _json_line(columns: list[str], rows: list[Any]) -> str:
@@ -240,7 +241,8 @@ class SqlShell(cmd.Cmd):
                 progress = query.lastProgress or {}
                 _out.print(
                     f"{query.name}: {query.status['message']}; last batch "
-                    f"{progress.get('batchId', '-')}, {progress.get('numInputRows', 0)} rows"
+                    f"{progress.get('batchId', '-')}, "
+                    f"{plural(progress.get('numInputRows', 0), 'row')}"
                 )
         elif command.startswith("."):
             _out.print(f"unknown command {text!r}: .tables, .status, .help or .quit")

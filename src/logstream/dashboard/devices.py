@@ -21,6 +21,8 @@ from urllib.parse import unquote, urlparse
 
 from dash import dcc, html
 
+from logstream.units import plural
+
 __all__ = [
     "DevicesView",
     "accuracy_figure",
@@ -275,7 +277,7 @@ def model_section(view: DevicesView) -> list[Any]:
         ],
     )
     summary = html.P(
-        f"{m['predicted_readings']:,} labelled readings in the committed windows: "
+        f"{plural(m['predicted_readings'], 'labelled reading')} in the committed windows: "
         f"accuracy {_share(m['accuracy'])}, precision {_share(m['precision'])}, "
         f"recall {_share(m['recall'])}",
         id="device-model-summary",

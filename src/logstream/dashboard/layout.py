@@ -430,7 +430,7 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             "error-rate",
             "Error rate in range",
             "–" if not t or not t.total_all else f"{100 * t.total_errors / t.total_all:.2f} %",
-            f"{_num(t.total_errors if t else None)} requests ≥ 400",
+            f"{plural(t.total_errors if t else None, 'request')} ≥ 400",
         ),
         counter("events", "On-time events", "events", "since the store was created"),
         counter("late", "Late events", "late_events", "event time ≤ watermark", warn=True),
@@ -461,7 +461,7 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
                 "lost",
                 "Lost to rotation",
                 human_bytes(lost["follow_lost_bytes"]),
-                f"~{_num(lost['follow_lost_lines'])} lines; truncations seen: "
+                f"~{plural(lost['follow_lost_lines'], 'line')}; truncations seen: "
                 f"{_num(lost['follow_truncations'])}",
                 warn=lost["follow_lost_bytes"] > 0,
             )
@@ -518,7 +518,8 @@ def trending_panel(snap: Snapshot) -> list[Any]:
     window = _window_head(
         tr,
         "trending-window",
-        f" · {tr.matching_pages:,} pages start with {snap.filters.url_prefix!r}"
+        f" · {plural(tr.matching_pages, 'page')} "
+        f"{'starts' if tr.matching_pages == 1 else 'start'} with {snap.filters.url_prefix!r}"
         if snap.filters.url_prefix
         else "",
     )
@@ -548,7 +549,7 @@ def trending_panel(snap: Snapshot) -> list[Any]:
                         html.Img(
                             src=sparkline_uri(p.trend),
                             alt=f"trend of {p.url_path}",
-                            title=f"requests in the last {len(p.trend)} windows: "
+                            title=f"requests in the last {plural(len(p.trend), 'window')}: "
                             + ", ".join(str(v) for v in p.trend),
                             className="spark",
                         )
@@ -556,7 +557,7 @@ def trending_panel(snap: Snapshot) -> list[Any]:
                 ]
             )
         )
-    headings = ["#", "page", "requests", "vs prev.", f"last {len(tr.trend_ends)} windows"]
+    headings = ["#", "page", "requests", "vs prev.", f"last {plural(len(tr.trend_ends), 'window')}"]
     table = _table("trending-table", headings, rows)
     return [heading, window, table]
 
@@ -655,8 +656,10 @@ def bots_panel(snap: Snapshot) -> list[Any]:
             what = QUERY_OFF.format(query="bot_scores") + " (it needs --bot-model DIR)"
         return [heading, hint, html.Div(what, className="empty", id="bots-empty")]
     summary = html.P(
-        f"{b.bots:,} of {b.clients:,} client windows flagged ({_share(b.bots, b.clients)}), "
-        f"{_share(b.bot_requests, b.requests)} of their requests, in {b.windows:,} windows.",
+        f"{b.bots:,} of {plural(b.clients, 'client window')} flagged "
+        f"({_share(b.bots, b.clients)}), "
+        f"{_share(b.bot_requests, b.requests)} of their requests, in "
+        f"{plural(b.windows, 'window')}.",
         id="bots-summary",
     )
     rows = [
@@ -711,7 +714,8 @@ def _clients_table(tid: str, clients: list[TopClient], total: int, by: str) -> h
                     html.Td(value, className=f"n {by}"),
                     html.Td(_share(part, total), className="n"),
                 ],
-                title=f"{c.client_host}: {c.requests:,} requests, {c.bytes:,} bytes",
+                title=f"{c.client_host}: {plural(c.requests, 'request')}, "
+                f"{plural(c.bytes, 'byte')}",
             )
         )
     return _table(tid, ["#", "client", by, "share"], rows)
@@ -726,7 +730,8 @@ def top_clients_panel(snap: Snapshot) -> list[Any]:
     window = _window_head(
         tc,
         "clients-window",
-        f" · {tc.clients:,} clients, {tc.requests:,} requests, {human_bytes(tc.bytes)}",
+        f" · {plural(tc.clients, 'client')}, {plural(tc.requests, 'request')}, "
+        f"{human_bytes(tc.bytes)}",
     )
     return [
         heading,
@@ -819,7 +824,8 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
         rate = se.bounce_rate
         summary = [
             html.Span(f"{se.sessions:,}", className="sessions-count"),
-            f" sessions started in the {len(se.windows):,} windows shown · bounce rate ",
+            f" {'session' if se.sessions == 1 else 'sessions'} started in the "
+            f"{plural(len(se.windows), 'window')} shown · bounce rate ",
             html.Span("–" if rate is None else f"{rate:.1f} %", className="bounce-rate"),
             f" · {se.pages_per_session or 0:.1f} pages per session · latest window "
             f"({plot_time(last.window_start)} UTC): median "
