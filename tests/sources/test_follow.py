@@ -242,9 +242,7 @@ def test_copytruncate_reads_the_unread_lines_from_the_copy_once(tmp_path, day, p
     assert third == second
 
 
-def test_a_micro_batch_replayed_after_a_copytruncate_reads_its_range_from_the_copy(
-    tmp_path, day
-):
+def test_a_micro_batch_replayed_after_a_copytruncate_reads_its_range_from_the_copy(tmp_path, day):
     """Planned, then killed before it ran; logrotate copied and truncated meanwhile. The
     replay reads the planned range from the copy, and the next plan continues the copy."""
     log = tmp_path / "access.log"
@@ -645,3 +643,25 @@ def test_a_log_followed_without_its_rotated_names_gets_a_warning(tmp_path):
     assert rotation_warnings(check_follow_paths([f"{log}*"])) == []
     assert rotation_warnings(check_follow_paths([log, f"{log}.1"])) == []
     assert rotation_warnings(check_follow_paths([log, f"{log}-*"])) == []
+
+
+def test_run_warns_at_start_when_the_rotated_names_are_not_followed(tmp_path, capsys):
+    """The warning is printed before anything starts (here a bad trigger stops the run)."""
+    from logstream.cli import main
+
+    log = tmp_path / "access.log"
+    args = ["run", "--follow", str(log), "--trigger", "bogus", "--output-dir", str(tmp_path)]
+    assert main(args) == 2
+    out = capsys.readouterr()
+    compact = "".join((out.out + out.err).split())  # the console wraps long lines
+    assert "warning:following" in compact and f'"{log}*"(quoted)' in compact
+
+
+def test_the_progress_line_and_summary_say_what_rotation_lost():
+    from logstream.cli.run import follow_losses_text
+
+    assert follow_losses_text(None) == follow_losses_text({"lost_bytes": 0}) == ""
+    text = follow_losses_text({"lost_bytes": 1204, "lost_lines": 1})
+    assert "1,204 bytes (~1 line) lost to rotation" in text
+    stored = {"follow_lost_bytes": 1, "follow_lost_lines": 3, "follow_truncations": 2}
+    assert "1 byte (~3 lines) lost" in follow_losses_text(stored)

@@ -123,10 +123,33 @@ def _reference_values(value: object) -> list[str]:
     return [str(v) for v in (value if isinstance(value, list) else [value])]
 
 
+def follow_losses_text(losses: dict[str, int] | None) -> str:
+    """``; N bytes (~M lines) lost to rotation …`` when the follow source lost any, else ``""``.
+
+    ``losses`` has the follow source's running ``lost_bytes`` and ``lost_lines`` (an
+    estimate), as a progress row's ``follow_losses`` or, with a ``follow_`` prefix, as
+    :meth:`~logstream.serving.ServingStore.follow_losses` returns them.
+    """
+    if not losses:
+        return ""
+    lost = losses.get("lost_bytes", losses.get("follow_lost_bytes", 0))
+    lines = losses.get("lost_lines", losses.get("follow_lost_lines", 0))
+    if not lost:
+        return ""
+    return (
+        f"; [yellow]{plural(lost, 'byte')} (~{plural(lines, 'line')}) lost to rotation"
+        "[/yellow] (docs/follow.md)"
+    )
+
+
 def _progress_printer(ref: list[Any]) -> Any:
+    reported = [0]  # lost bytes printed so far: a loss found in an empty micro-batch shows too
+
     def show(row: dict[str, Any]) -> None:
-        if not ref or not row.get("num_input_rows"):
+        lost = (row.get("follow_losses") or {}).get("lost_bytes", 0)
+        if not ref or not (row.get("num_input_rows") or lost > reported[0]):
             return
+        reported[0] = max(reported[0], lost)
         totals = ref[0].totals
         state_rows = row.get("state_rows") or 0  # the deduplication operator's (Spark)
         ingest = getattr(ref[0], "ingest", None)
@@ -154,6 +177,7 @@ def _progress_printer(ref: list[Any]) -> Any:
                 if (dups := row.get("duplicates_dropped"))
                 else ""
             )
+            + follow_losses_text(row.get("follow_losses"))
         )
 
     return show
@@ -511,10 +535,12 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
         )
         follow_paths = None
         if v["follow"]:
-            from logstream.sources.follow import check_follow_paths
+            from logstream.sources.follow import check_follow_paths, rotation_warnings
 
             paths = v["follow"] if isinstance(v["follow"], list) else [v["follow"]]
             follow_paths = tuple(check_follow_paths(paths))  # before the JVM starts
+            for warning in rotation_warnings(follow_paths):
+                _console.print(f"[yellow]warning:[/yellow] {warning}")
         cfg = PipelineConfig.build(
             source=source,
             input_dir=v["input_dir"],
@@ -640,4 +666,5 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
     _console.print(
         f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
         f"quarantined, {dedup}, in {plural(t.batches, 'micro-batch')}; {outputs}"
+        + (follow_losses_text(pipeline.store.follow_losses()) if pipeline.cfg.follow else "")
     )
