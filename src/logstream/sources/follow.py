@@ -12,26 +12,38 @@ before each micro-batch (it also appears as ``sources[].startOffset``/``endOffse
 query's progress)::
 
     {
-      "v": 1,
+      "v": 2,
       "files": [  # sorted by (dev, ino)
         {"dev": 64768, "ino": 1311, "path": "/var/log/nginx/access.log",
-         "offset": 48213, "gen": 0, "crc": 2584019622}
+         "offset": 48213, "gen": 0, "crc": 2584019622,
+         "fp": "9f2c41d07a3be115", "fplen": 1024, "lb": 102, "base": 0}
       ],
-      "truncations": 0,   # running count of files found truncated or rewritten
-      "lost_bytes": 0,    # running count of bytes that disappeared unread
+      "truncations": 0,   # running count of files found truncated or replaced in place
+      "lost_bytes": 0,    # running count of bytes seen but never read (gone, or erased)
+      "lost_lines": 0,    # the same, as an estimate of lines (bytes / the file's ``lb``)
       "lost_files": 0     # running count of files that disappeared before their end
     }
 
 * ``dev``, ``ino``: the file's identity (``st_dev``, ``st_ino``); a file is followed by its
   identity, not by its name;
+* ``fp``, ``fplen``: the fingerprint (64-bit BLAKE2b, hex) of the file's first ``fplen`` bytes,
+  at most :data:`FINGERPRINT_BYTES`, as the log shippers identify files (Filebeat's
+  ``fingerprint``, Vector's ``checksum``): a file whose first bytes match a followed file *is*
+  that file, whatever its name or inode (a ``copytruncate`` copy), and an inode whose first
+  bytes changed holds another file;
 * ``path``: where the planner last saw it (a hint: the reader looks the inode up again in the
   same directory when the path now holds another file);
 * ``offset``: bytes read, always just after a ``\\n``, so a micro-batch holds whole lines only;
-* ``gen``: how many times this identity was found truncated (or rewritten): a micro-batch whose
-  end has a higher ``gen`` than its start reads the file from byte 0;
-* ``crc``: CRC-32 of the (up to) 64 bytes before ``offset``. When they no longer match, the file
-  was truncated and written again past the old offset (``copytruncate`` racing the planner), or
-  the inode was reused by a new file; both count as a truncation and restart at byte 0.
+* ``gen``: how many times this identity was found truncated (or holding other bytes): a
+  micro-batch whose end has a higher ``gen`` than its start reads the file from ``base``;
+* ``base``: where this identity's reading started: 0, or, for a copy that continues a
+  followed file (``copytruncate``), the offset that file had been read to;
+* ``crc``: CRC-32 of the (up to) 64 bytes before ``offset``: with ``fp``, it tells a file that
+  still holds what was read from one truncated and written again;
+* ``lb``: the file's average bytes per line, from its first bytes (for ``lost_lines``).
+
+Version 1 offsets (no ``fp``, ``fplen``, ``lb``, ``base``, ``lost_lines``) are read, and the
+fingerprints filled in at the next micro-batch.
 
 Planning (:func:`scan`, :func:`plan_ranges`) runs on the driver, in Spark's Python planner
 process; reading (:meth:`FollowStreamReader.read`) runs in the executors' Python workers, which
