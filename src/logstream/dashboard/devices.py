@@ -172,6 +172,11 @@ def read_devices(output_dir: Path | str) -> DevicesView:
     return view
 
 
+def _time(text: str | None) -> str:
+    """``2015-02-11T14:55:00Z`` → ``2015-02-11 14:55:00`` (UTC, as the rest of the page)."""
+    return "–" if not text else text.replace("T", " ").removesuffix("Z")
+
+
 def _num(value: Any, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
@@ -210,9 +215,9 @@ def devices_panel(view: DevicesView | None) -> list[Any]:
                 d["device"],
                 d["room"],
                 d["status"],
-                d["status_since"] or "–",
+                _time(d["status_since"]),
                 d["occupancy"] or "–",
-                d["last_window"] or "–",
+                _time(d["last_window"]),
                 _num(d["temperature_mean"]),
                 _num(d["co2_mean"], 0),
                 f"{d['alerts']:,}",
@@ -224,7 +229,13 @@ def devices_panel(view: DevicesView | None) -> list[Any]:
         "device-alerts-table",
         ["time", "device", "metric", "value", "threshold"],
         [
-            [a["event_time"], a["device"], a["metric"], _num(a["value"]), _num(a["threshold"])]
+            [
+                _time(a["event_time"]),
+                a["device"],
+                a["metric"],
+                _num(a["value"]),
+                _num(a["threshold"]),
+            ]
             for a in view.alerts
         ],
     )
@@ -233,11 +244,11 @@ def devices_panel(view: DevicesView | None) -> list[Any]:
         ["alert", "device", "metric", "room became", "at", "offset s"],
         [
             [
-                a["alert_time"],
+                _time(a["alert_time"]),
                 a["device"],
                 a["metric"],
                 a["occupancy"],
-                a["changed_at"],
+                _time(a["changed_at"]),
                 _num(a["offset_s"], 0),
             ]
             for a in view.near_changes
@@ -332,11 +343,15 @@ def devices_figure(view: DevicesView | None) -> dict[str, Any]:
 
 
 def devices_row() -> html.Div:
-    """The page's devices row: the panel and the CO2 chart (filled by the refresh)."""
+    """The page's devices rows: the panel, then the CO2 chart (filled by the refresh), each
+    the page's width: the devices table has nine columns, the panel a model section beside
+    its chart, which half a 1400 px page clipped."""
     return html.Div(
         [
-            html.Div(id="devices", className="panel"),
-            html.Div(dcc.Graph(id="graph-devices", figure={"data": []}), className="panel"),
-        ],
-        className="grid2",
+            html.Div(html.Div(id="devices", className="panel"), className="grid1"),
+            html.Div(
+                html.Div(dcc.Graph(id="graph-devices", figure={"data": []}), className="panel"),
+                className="grid1",
+            ),
+        ]
     )

@@ -42,6 +42,9 @@ STATUS_COLORS = {
     "5xx": "#d64545",
 }
 _HEIGHT = 250
+#: Bottom margins, px: with the legend under the axis, and without a legend.
+_LEGEND_MARGIN = 62
+_NO_LEGEND_MARGIN = 36
 #: Height of the requests chart, in px.
 REQUESTS_HEIGHT = 400
 #: Name of the trace of site-wide request alerts in the requests chart.
@@ -73,13 +76,22 @@ def _layout(title: str, revision: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
         "height": _HEIGHT,
-        "margin": {"l": 55, "r": 15, "t": 36, "b": 36},
+        "margin": {"l": 55, "r": 15, "t": 36, "b": _LEGEND_MARGIN},
         "font": _CONFIG_FONT,
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
         "xaxis": {"type": "date", "gridcolor": "#eef0f2", "title": {"text": ""}},
         "yaxis": {"gridcolor": "#eef0f2", "rangemode": "tozero", "zerolinecolor": "#dde1e5"},
-        "legend": {"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"},
+        # at the bottom of the chart, under the axis: beside the title it ran over it
+        # ("Requests per minute by status class" cut by its legend at 1400 px)
+        "legend": {
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "x": 0,
+            "xanchor": "left",
+        },
         "hovermode": "x unified",
         "uirevision": revision,  # keep the user's zoom across refreshes of the same range
     }
@@ -330,6 +342,7 @@ def _traffic_line(
     _one_point_axis(layout, t.times, t.bucket_s)
     layout["yaxis"].update(yaxis)
     layout["showlegend"] = False
+    layout["margin"]["b"] = _NO_LEGEND_MARGIN
     return {"data": [trace], "layout": layout}
 
 
@@ -396,6 +409,8 @@ def visitors_figure(snap: Snapshot) -> dict[str, Any]:
         title += f" ({v.bucket_s // 60}-minute buckets)"
     layout = _one_point_axis(_range_layout(snap, title), v.times, v.bucket_s)
     layout["showlegend"] = bucketed
+    if not bucketed:
+        layout["margin"]["b"] = _NO_LEGEND_MARGIN
     return {"data": data, "layout": layout}
 
 

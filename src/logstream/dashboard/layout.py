@@ -108,6 +108,7 @@ main { padding: .8rem 1.2rem 2rem; }
 .kpi.warn .value { color: #c05621; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(30rem, 1fr));
   gap: .8rem; margin-bottom: .8rem; }
+.grid1 { margin-bottom: .8rem; }
 .panel { background: #fff; border-radius: 6px; padding: .6rem .8rem;
   box-shadow: 0 1px 2px rgba(0,0,0,.06); min-width: 0; }
 .panel h2 { font-size: .98rem; margin: .1rem 0 .45rem; }
