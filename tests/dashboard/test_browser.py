@@ -298,6 +298,21 @@ def test_the_page_shows_the_numbers_of_the_nasa_day(page, expected, nasa_store, 
         return f"{(dedup or 0) + int(snapshot):,}"
 
     assert eventually(lambda: kpi(page, "state-rows") == state_rows(), True)
+
+    # every tile of a micro-batch is the newest ledgered one's, with its own progress row
+    with closing(sqlite3.connect(f"file:{nasa_store}?mode=ro", uri=True)) as conn:
+        (newest,) = conn.execute(
+            "SELECT batch_id FROM ledger WHERE query = 'ingest' ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+        duration, rows = conn.execute(
+            "SELECT batch_duration_ms, num_input_rows FROM progress WHERE query = 'ingest' "
+            "AND batch_id = ? ORDER BY seq DESC LIMIT 1",
+            (newest,),
+        ).fetchone()
+    assert kpi(page, "last-batch") == f"#{newest}"
+    assert kpi(page, "batch-duration") == f"{duration:,} ms"
+    detail = page.inner_text("#kpi-batch-duration .detail")
+    assert detail == f"{rows:,} row{'s' * (rows != 1)} in batch #{newest}"
     assert kpi(page, "watermark") == "1995-07-10 03:49:59 UTC"
 
     # duplicate lines: reported by the ingest query's progress (possibly after the run)
