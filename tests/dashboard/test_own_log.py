@@ -52,7 +52,10 @@ CHUNK, PAUSE_S = 100, 0.03
 #: Seconds for the run to show its first data (JVM start on a shared machine) and to catch up
 #: with a burst (the default trigger is 5 seconds).
 FIRST_DATA_S, CATCH_UP_S = 240.0, 120.0
-STORE_KINDS = ("default", "relative", "postgresql")
+#: a run per kind (each starts a JVM: the suite's time); the relative ``sqlite:///x.db`` form is
+#: read by the same code as the default's, checked without a run in
+#: test_every_store_form_the_pipeline_uses_is_read
+STORE_KINDS = ("default", "postgresql")
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -157,8 +160,7 @@ def eventually(read: Callable[[], Any], done: Callable[[Any], bool], run: OwnRun
 @pytest.fixture(scope="module", params=STORE_KINDS)
 def own_run(request, nasa_day, tmp_path_factory) -> Iterator[OwnRun]:
     """The README's command on a followed, growing log; ``--store`` by the param: none (the
-    default SQLite store), ``sqlite:///store/own.db`` relative to the run's directory, or a
-    new PostgreSQL database."""
+    default SQLite store) or a new PostgreSQL database."""
     kind = request.param
     tmp = tmp_path_factory.mktemp(f"own-{kind}")
     logs = tmp / "logs"
@@ -173,10 +175,7 @@ def own_run(request, nasa_day, tmp_path_factory) -> Iterator[OwnRun]:
         "--dashboard", "--port", str(port),
     ]  # fmt: skip
     cluster = None
-    if kind == "relative":
-        (tmp / "store").mkdir()
-        argv += ["--store", "sqlite:///store/own.db"]
-    elif kind == "postgresql":
+    if kind == "postgresql":
         from tests.serving.conftest import postgres_cluster
 
         cluster = postgres_cluster()
