@@ -181,8 +181,8 @@ def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any
     a row per view), and one hash aggregation keyed by the view and its keys counts them all
     in one pass: the pane idea of :func:`logstream.analytics.panes.fold_panes`, over the whole
     input. Views of an event: ``hour`` (key: the UTC hour, epoch seconds // 3600; ``key2``:
-    the status code; ``key3``, with ``time_zone`` None: the offset written in the line,
-    ``±HH:MM``, null without one), ``url`` (the path, null included), ``page_day`` (content
+    the status code; ``key3``, with ``time_zone`` None: the offset written in the line, in
+    seconds east of UTC, 0 without one), ``url`` (the path, null included), ``page_day`` (content
     pages per calendar day of ``time_zone``, or of the line's own offset when None),
     ``host_day`` (client hosts per calendar day), ``visit`` (a
     client host and user agent, ``key2``, per UTC minute: the summaries that merge into
@@ -207,9 +207,9 @@ def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any
     none = F.lit(None).cast("string")
     offset = none
     if time_zone is None:  # each line's calendar day is the date written in it
-        offset, offset_s = _line_offset()
+        offset = F.col("_offset_s").cast("string")  # seconds east of UTC
         day = F.date_from_unix_date(
-            F.floor((F.unix_seconds("event_time") + offset_s) / 86_400).cast("int")
+            F.floor((F.unix_seconds("event_time") + F.col("_offset_s")) / 86_400).cast("int")
         )
     else:
         day = local_day(time_zone)
@@ -262,6 +262,8 @@ def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any
         REASON_COLUMN,
         analytics.is_content_page().alias("_page"),
     )
+    if time_zone is None:  # the offset read once per line, then used by two views
+        rows = rows.withColumn("_offset_s", _line_offset_seconds(F.col("raw_line")))
     status = F.col("status")
     return (
         rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
@@ -279,25 +281,27 @@ def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any
     )
 
 
-def _line_offset() -> tuple[Column, Column]:
-    """The UTC offset written in each line (:data:`LOG_OFFSET_REGEX`), as ``±HH:MM`` text
-    (null without one) and in seconds (0 without one): native expressions, no Python."""
-    raw = F.regexp_extract(F.col("raw_line"), LOG_OFFSET_REGEX, 1)
-    digits = F.regexp_replace(raw, ":", "")  # ±HHMM, or Z
-    text = (
-        F.when(raw == "", F.lit(None).cast("string"))
-        .when(raw == "Z", F.lit("+00:00"))
-        .otherwise(F.concat(F.substring(digits, 1, 3), F.lit(":"), F.substring(digits, 4, 2)))
+def _line_offset_seconds(raw_line: Column) -> Column:
+    """The UTC offset written in a line (:data:`LOG_OFFSET_REGEX`) in seconds east of UTC, 0
+    when the line has none (epoch times): native expressions that read the line's text once
+    (each reference to the extracted text would run the regular expression again)."""
+    written = F.regexp_extract(raw_line, LOG_OFFSET_REGEX, 1)  # ±HHMM, ±HH:MM, Z or ""
+    # ±HHMM: "+0000" appended for Z or none, the colon and the Z dropped, five characters kept
+    hhmm = F.substring(F.regexp_replace(F.concat(written, F.lit("+0000")), "[:Z]", ""), 1, 5)
+    # the offset is what the local midnight of 1970-01-01 lacks to be the epoch
+    # (try_: an impossible offset such as +9900 counts as none instead of failing the job)
+    midnight = F.try_to_timestamp(
+        F.concat(F.lit("1970-01-01 00:00:00"), hhmm), F.lit("yyyy-MM-dd HH:mm:ssZ")
     )
-    sign = F.when(F.substring(digits, 1, 1) == "-", F.lit(-1)).otherwise(F.lit(1))
-    seconds = F.when((raw == "") | (raw == "Z"), F.lit(0)).otherwise(
-        sign
-        * (
-            F.substring(digits, 2, 2).cast("int") * 3600
-            + F.substring(digits, 4, 2).cast("int") * 60
-        )
-    )
-    return text, seconds
+    return -F.coalesce(F.unix_seconds(midnight), F.lit(0))
+
+
+def _offset_text(seconds: int | None) -> str:
+    """``-14400`` → ``-04:00``; None (no offset written: UTC) → ``+00:00``."""
+    seconds = seconds or 0
+    sign = "-" if seconds < 0 else "+"
+    hours, minutes = divmod(abs(seconds) // 60, 60)
+    return f"{sign}{hours:02d}:{minutes:02d}"
 
 
 #: The event columns the report reads.
@@ -441,7 +445,7 @@ def _build(
     if time_zone is None:  # the log's own: the offset most lines were written in
         for r in small:
             if r["view"] == "hour":
-                written = r["offset"] or "+00:00"  # no offset written: UTC
+                written = _offset_text(None if r["offset"] is None else int(r["offset"]))
                 offsets[written] = offsets.get(written, 0) + r["requests"]
         time_zone = min(offsets.items(), key=lambda kv: (-kv[1], kv[0]))[0] if offsets else "UTC"
     general = {
