@@ -116,3 +116,39 @@ def test_logstream_run_with_a_fresh_state_dir_and_an_old_default_store_exits_2(t
     assert done.returncode == 2, done.stderr[-2000:]
     assert "belongs to another pipeline" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_outputs_that_lost_only_their_id_file_are_refused_naming_the_missing_file(tmp_path):
+    """Issue 37 item 25: after deleting only OUT/_pipeline_id the refusal said the outputs held
+    micro-batches "the checkpoint did not write", though it did. It names the missing file, and
+    how to restore it, instead."""
+    store = ServingStore(tmp_path / "s.db")
+    pid = claim(tmp_path / "state", tmp_path / "out", store)
+    fake_commit(tmp_path / "state")
+    commit_one(store)
+    (tmp_path / "out" / "events" / "batch_id=0000000000").mkdir(parents=True)
+    (tmp_path / "out" / OUTPUT_ID_FILE).unlink()
+    with pytest.raises(ConfigError) as err:
+        claim(tmp_path / "state", tmp_path / "out", store)
+    message = str(err.value)
+    assert "did not write" not in message
+    assert f"pipeline id file {str(tmp_path / 'out' / OUTPUT_ID_FILE)!r} is missing" in message
+    assert pid in message and "--output-dir" in message
+    assert not (tmp_path / "out" / OUTPUT_ID_FILE).exists()  # nothing written
+
+
+def test_a_refused_logstream_run_creates_no_store_file(tmp_path, capsys):
+    """Issue 37 item 25: the CLI opened (so created) the SQLite store before the identity
+    check refused the run, leaving an empty store file behind."""
+    from logstream.cli import main
+
+    claim(tmp_path / "state", tmp_path / "out", ServingStore(tmp_path / "a.db"))
+    fake_commit(tmp_path / "state")
+    (tmp_path / "in").mkdir()
+    new_store = tmp_path / "new" / "b.db"
+    args = ["run", "--input-dir", str(tmp_path / "in"), "--format", "common"]
+    args += ["--state-dir", str(tmp_path / "state"), "--output-dir", str(tmp_path / "out")]
+    args += ["--store", f"sqlite:///{new_store}", "--trigger", "available-now"]
+    assert main([*args, "--no-dashboard", "--quiet"]) == 2
+    assert "is new, but the checkpoint" in capsys.readouterr().err
+    assert not new_store.exists() and not new_store.parent.exists()

@@ -580,14 +580,11 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
             queries=v["queries"],
         )
         # a store or output directory of another checkpoint stops the run before the JVM starts
-        from logstream.pipeline.identity import claim
-        from logstream.serving import open_store
+        # (a refused run creates no store file; the store is closed again: the pipeline opens
+        # its own, and a PostgreSQL pool is not left open)
+        from logstream.pipeline.identity import claim_store
 
-        serving = open_store(cfg.store_url)
-        try:
-            claim(cfg.state_dir, cfg.output_dir, serving)
-        finally:
-            serving.close()  # the pipeline opens its own (a PostgreSQL pool is not left open)
+        claim_store(cfg.state_dir, cfg.output_dir, cfg.store_url)
     owns_session = SparkSession.getActiveSession() is None
     ref: list[Any] = []
     printer = None if v["quiet"] else _progress_printer(ref)

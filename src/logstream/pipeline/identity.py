@@ -19,9 +19,9 @@ import uuid
 from pathlib import Path
 
 from logstream.errors import ConfigError
-from logstream.serving import ServingStore
+from logstream.serving import ServingStore, open_store, store_location
 
-__all__ = ["OUTPUT_ID_FILE", "STATE_ID_FILE", "claim"]
+__all__ = ["OUTPUT_ID_FILE", "STATE_ID_FILE", "claim", "claim_store"]
 
 STATE_ID_FILE = "pipeline_id"
 OUTPUT_ID_FILE = "_pipeline_id"
@@ -80,25 +80,77 @@ def claim(state_dir: Path, output_dir: Path, store: ServingStore) -> str:
     ------
     ConfigError
         When the store or the output directory was fed by another checkpoint, or holds
-        micro-batches of an unknown one, or when the checkpoint has committed micro-batches
-        that a new store or output directory would miss.
+        micro-batches without a pipeline id, or when the checkpoint has committed
+        micro-batches that a new store or output directory would miss. Nothing is written
+        then.
     """
+    store_id = store.get_state("pipeline_id")
+    store_batches = store.query("SELECT COUNT(*) AS n FROM ledger")[0]["n"]
+    owner = store.get_state("state_dir")
+    state_id, new_id, output_id = _check(
+        state_dir, output_dir, store.url, store_id, store_batches, owner
+    )
+    if state_id is None:
+        _write(state_dir / STATE_ID_FILE, new_id)
+    if store_id is None:
+        store.set_state({"pipeline_id": new_id, "state_dir": str(state_dir)})
+    if output_id is None:
+        _write(output_dir / OUTPUT_ID_FILE, new_id)
+    return new_id
+
+
+def claim_store(state_dir: Path, output_dir: Path, store_url: Path | str) -> str:
+    """:func:`claim` for the store of a ``--store`` URL, opened here and closed again.
+
+    A SQLite store file that does not exist yet is created only when the run may go on: a
+    refused run leaves no empty store behind (the checks of a new store need no file).
+
+    Raises
+    ------
+    ConfigError
+        As :func:`claim`.
+    """
+    where = store_location(store_url)
+    if isinstance(where, Path) and not where.expanduser().exists():
+        _check(state_dir, output_dir, f"sqlite:///{where.expanduser()}", None, 0, None)
+    store = open_store(store_url)
+    try:
+        return claim(state_dir, output_dir, store)
+    finally:
+        store.close()
+
+
+def _check(
+    state_dir: Path,
+    output_dir: Path,
+    store_url: str,
+    store_id: str | None,
+    store_batches: int,
+    owner: str | None,
+) -> tuple[str | None, str, str | None]:
+    """The checks of :func:`claim`, writing nothing: (state id, pipeline id, output id)."""
     state_id = _read(state_dir / STATE_ID_FILE)
     committed = _committed_queries(state_dir)
     # a checkpoint with committed micro-batches but no id was written before ids existed:
     # its store and outputs are taken as its own
     legacy = state_id is None and bool(committed)
     new_id = state_id or uuid.uuid4().hex
-    store_id = store.get_state("pipeline_id")
-    store_batches = store.query("SELECT COUNT(*) AS n FROM ledger")[0]["n"]
-    owner = store.get_state("state_dir")
-    output_id = _read(output_dir / OUTPUT_ID_FILE)
+    output_id_file = output_dir / OUTPUT_ID_FILE
+    output_id = _read(output_id_file)
     published = _published(output_dir)
-    store_url = store.url
     continue_owner = f", or --state-dir {owner} to continue that pipeline" if owner else ""
 
     if store_id is None:
         if store_batches and not legacy:
+            if committed:
+                # the checkpoint has written micro-batches too: whether these are its own
+                # cannot be told, since the store has lost its pipeline id
+                raise ConfigError(
+                    f"the serving store {store_url} holds {store_batches} micro-batches but no "
+                    "pipeline id (pipeline_state.pipeline_id), so it cannot be told whether "
+                    f"the checkpoint {str(state_dir)!r} wrote them: pass --store with the "
+                    "store this checkpoint fed, or with a new file and a new --state-dir"
+                )
             raise ConfigError(
                 f"the serving store {store_url} already holds {store_batches} micro-batches "
                 f"that the checkpoint {str(state_dir)!r} did not write: pass --store with a new "
@@ -120,6 +172,17 @@ def claim(state_dir: Path, output_dir: Path, store: ServingStore) -> str:
 
     if output_id is None:
         if published and not legacy:
+            if committed:
+                # the checkpoint has committed micro-batches: the outputs may well be its
+                # own, only their pipeline id file is missing (deleted or never copied)
+                restore = f"printf '%s\\n' {state_id} > {str(output_id_file)!r}"
+                raise ConfigError(
+                    f"the output directory {str(output_dir)!r} holds published micro-batches "
+                    f"but its pipeline id file {str(output_id_file)!r} is missing, so it cannot "
+                    f"be told whether the checkpoint {str(state_dir)!r} wrote them: if it did, "
+                    f"restore {restore}; otherwise pass --output-dir with a new directory for "
+                    "this run"
+                )
             raise ConfigError(
                 f"the output directory {str(output_dir)!r} already holds micro-batches that "
                 f"the checkpoint {str(state_dir)!r} did not write: pass --output-dir with a new "
@@ -138,11 +201,4 @@ def claim(state_dir: Path, output_dir: Path, store: ServingStore) -> str:
             f"checkpoint {str(state_dir)!r}: pass --output-dir with a new directory for this "
             "run, or the --state-dir that wrote it"
         )
-
-    if state_id is None:
-        _write(state_dir / STATE_ID_FILE, new_id)
-    if store_id is None:
-        store.set_state({"pipeline_id": new_id, "state_dir": str(state_dir)})
-    if output_id is None:
-        _write(output_dir / OUTPUT_ID_FILE, new_id)
-    return new_id
+    return state_id, new_id, output_id
