@@ -88,6 +88,7 @@ def batch(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from rich.console import Console
+    from rich.markup import escape
 
     from logstream.parsing import parse, resolve_format
     from logstream.reference import ReferenceTables, parse_reference_options
@@ -101,6 +102,7 @@ def batch(
         read_lines,
         sample_lines,
     )
+    from logstream.sources.files import skipped_files, skipped_note
     from logstream.sources.integrity import check_files, raise_if_corrupt
 
     if time_zone is not None:
@@ -114,6 +116,8 @@ def batch(
             )
     tables = ReferenceTables(parse_reference_options(reference))  # checked before Spark starts
     files = input_files(inputs)
+    # Spark skips hidden and metadata names without a word: logstream counts and names them
+    skipped = skipped_files(inputs)
     if strict:  # before the JVM starts: a corrupt file is an error
         raise_if_corrupt(check_files(files))
     # otherwise the compressed inputs are read to their end while Spark starts and works
@@ -141,10 +145,14 @@ def batch(
             reference=tables,
         )
     checking.shutdown()
+    report["general"]["skipped_files"] = skipped
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
     if not quiet:
         render_terminal(report)
+    note = skipped_note(skipped)
+    if note:  # after the tables, with the report's summary (on standard error: not a table)
+        Console(stderr=True, highlight=False).print(f"[yellow]warning:[/yellow] {escape(note)}")
     if json_path:
         json_path.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
     if html_path:

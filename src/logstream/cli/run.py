@@ -541,6 +541,13 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
             follow_paths = tuple(check_follow_paths(paths))  # before the JVM starts
             for warning in rotation_warnings(follow_paths):
                 _console.print(f"[yellow]warning:[/yellow] {warning}")
+        if source == "dir" and v["input_dir"] is not None:  # Spark skips them without a word
+            from rich.markup import escape
+
+            from logstream.sources.files import skipped_files, skipped_note
+
+            if note := skipped_note(skipped_files([v["input_dir"]])):
+                _console.print(f"[yellow]warning:[/yellow] {escape(note)}")
         cfg = PipelineConfig.build(
             source=source,
             input_dir=v["input_dir"],

@@ -19,11 +19,19 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import functions as F
 
 from logstream.errors import InputPathError
+from logstream.units import plural
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["expand_inputs", "input_files", "read_lines", "sample_lines"]
+__all__ = [
+    "expand_inputs",
+    "input_files",
+    "read_lines",
+    "sample_lines",
+    "skipped_files",
+    "skipped_note",
+]
 
 _GLOB_CHARS = set("*?[{")
 
@@ -79,8 +87,17 @@ def expand_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
             continue
         p = Path(local).expanduser()
         if p.is_dir():
-            if not any(f.is_file() for f in p.rglob("*") if not f.name.startswith((".", "_"))):
-                raise InputPathError(f"input directory {path!r} holds no log file")
+            if not input_files([str(p)]):
+                hidden = skipped_files([p])
+                raise InputPathError(
+                    f"input directory {path!r} holds no log file"
+                    + (
+                        f" that Spark reads ({len(hidden):,} skipped: names starting with "
+                        "'.' or '_')"
+                        if hidden
+                        else ""
+                    )
+                )
         elif not p.is_file():
             raise InputPathError(
                 f"input {path!r} does not exist: give a log file, a directory or a glob "
@@ -91,31 +108,74 @@ def expand_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
 
 
 def _hidden(name: str) -> bool:
-    # Spark's file index skips names starting with "." or "_" (hidden and metadata files)
-    return name.startswith((".", "_"))
+    """Whether Spark's file index skips a file (or everything under a directory) of this name:
+    hidden and metadata names, starting with ``.``, or with ``_`` unless they hold ``=`` (a
+    partition directory), and files still being copied (``._COPYING_``)."""
+    return (
+        name.startswith(".")
+        or (name.startswith("_") and "=" not in name)
+        or name.endswith("._COPYING_")
+    )
 
 
-def input_files(checked: Sequence[str]) -> list[str]:
-    """The local files Spark reads for the output of :func:`expand_inputs` (remote URIs are
-    left out): a file itself, a directory's visible files recursively, a glob's matches."""
-    files: list[str] = []
+def _listed_files(checked: Sequence[str]) -> list[tuple[str, bool]]:
+    """Every local file under the output of :func:`expand_inputs`, with whether Spark skips it.
+
+    A file given itself or matched by a glob is skipped for its own name; a directory's files
+    (read recursively) for their name or the name of a directory between (the directory given
+    is read whatever its name, as Spark does).
+    """
+    files: list[tuple[str, bool]] = []
     for path in checked:
         if _is_remote(path):
             continue
         if _GLOB_CHARS & set(path):
-            matches = [Path(p) for p in sorted(glob.glob(path, recursive=True))]
+            # Hadoop's glob matches names starting with "." as well
+            found = glob.glob(path, recursive=True, include_hidden=True)
+            matches = [Path(p) for p in sorted(found)]
         else:
             matches = [Path(path)]
         for match in matches:
             if match.is_dir():
                 files.extend(
-                    str(f)
+                    (str(f), any(_hidden(part) for part in f.relative_to(match).parts))
                     for f in sorted(match.rglob("*"))
-                    if f.is_file() and not any(_hidden(part) for part in f.relative_to(match).parts)
+                    if f.is_file()
                 )
             elif match.is_file():
-                files.append(str(match))
+                files.append((str(match), _hidden(match.name)))
     return files
+
+
+def input_files(checked: Sequence[str]) -> list[str]:
+    """The local files Spark reads for the output of :func:`expand_inputs` (remote URIs are
+    left out): a file itself, a directory's visible files recursively, a glob's matches;
+    not those Spark skips (:func:`skipped_files`)."""
+    return [f for f, skipped in _listed_files(checked) if not skipped]
+
+
+def skipped_files(checked: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The local files of the inputs that Spark's file source skips, as ``logstream batch`` and
+    ``logstream run --input-dir`` read them: names starting with ``.`` or ``_`` (without a
+    ``=``), files under a directory so named, and ``*._COPYING_``. Spark says nothing of them;
+    logstream counts and names them."""
+    return [f for f, skipped in _listed_files([os.fspath(p) for p in checked]) if skipped]
+
+
+def skipped_note(skipped: Sequence[str], shown: int = 5) -> str | None:
+    """One sentence naming the files of :func:`skipped_files` (the first ``shown`` of them),
+    or None when there is none."""
+    if not skipped:
+        return None
+    names = ", ".join(skipped[:shown]) + (
+        f" and {len(skipped) - shown:,} more" if len(skipped) > shown else ""
+    )
+    them = "it" if len(skipped) == 1 else "them"
+    return (
+        f"skipped {plural(len(skipped), 'file')} that Spark does not read (a name starting "
+        f"with '.' or '_', or under a directory so named): {names}; rename {them} to have "
+        f"{them} read"
+    )
 
 
 def read_lines(spark: SparkSession, paths: Sequence[str | os.PathLike[str]]) -> DataFrame:

@@ -1,0 +1,85 @@
+"""``logstream batch DIR`` and ``logstream run --input-dir DIR`` read the same files of a
+directory, and say which files Spark skips (issue 37, items 22 and 23).
+
+One directory of real NASA lines: 60 at the top, 40 in a subdirectory, and 35 in files whose
+names Spark's file source skips without a word (``_``/``.`` names, a ``_`` directory). The
+batch report and an ``available-now`` run are made once over it, in the session's Spark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import re
+from itertools import islice
+from pathlib import Path
+
+import pytest
+
+from logstream.cli import main
+
+VISIBLE = {"a.log": 60, "sub/b.log": 40}
+HIDDEN = {"_c.log": 20, ".d.log": 10, "_tmp/e.log": 5}
+
+
+@pytest.fixture(scope="module")
+def landing(nasa_day, tmp_path_factory) -> Path:
+    with gzip.open(nasa_day, "rt", encoding="utf-8") as fh:
+        lines = list(islice(fh, sum(VISIBLE.values()) + sum(HIDDEN.values())))
+    root = tmp_path_factory.mktemp("landing")
+    start = 0
+    for name, n in {**VISIBLE, **HIDDEN}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("".join(lines[start : start + n]), encoding="utf-8")
+        start += n
+    return root
+
+
+def _main(args: list[str]) -> str:
+    """Run the CLI in-process; its standard error."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(args) == 0, err.getvalue()[-3000:]
+    return err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def batch_run(spark, landing, tmp_path_factory) -> tuple[dict, str]:
+    out = tmp_path_factory.mktemp("batch") / "report.json"
+    err = _main(["batch", str(landing), "--format", "common", "--quiet", "--json", str(out)])
+    return json.loads(out.read_text()), err
+
+
+@pytest.fixture(scope="module")
+def stream_run(spark, landing, tmp_path_factory) -> tuple[int, str]:
+    tmp = tmp_path_factory.mktemp("stream")
+    args = ["run", "--input-dir", str(landing), "--format", "common"]
+    args += ["--output-dir", str(tmp / "out"), "--state-dir", str(tmp / "state")]
+    args += ["--trigger", "available-now", "--queries", "none", "--no-dashboard", "--quiet"]
+    err = _main(args)
+    done = re.search(r"done: ([\d,]+) on-time events, ([\d,]+) late, ([\d,]+) ", err)
+    assert done, err[-3000:]
+    return sum(int(g.replace(",", "")) for g in done.groups()), err
+
+
+def _hidden_paths(landing: Path) -> list[str]:
+    return sorted(str(landing / name) for name in HIDDEN)
+
+
+def test_batch_names_and_counts_the_files_spark_skips(batch_run, landing):
+    """Item 23: 35 real lines in _/. files were skipped with no count and no warning."""
+    report, err = batch_run
+    assert report["general"]["total_requests"] == sum(VISIBLE.values())
+    assert sorted(report["general"]["skipped_files"]) == _hidden_paths(landing)
+    assert "warning: skipped 3 files that Spark does not read" in err
+    assert all(path in err for path in _hidden_paths(landing)), err
+
+
+def test_run_warns_at_start_naming_the_files_spark_skips(stream_run, landing):
+    """Item 23: the directory stream skipped them silently too."""
+    _, err = stream_run
+    assert "warning: skipped 3 files that Spark does not read" in err
+    assert all(path in err for path in _hidden_paths(landing)), err
+    assert err.index("warning: skipped") < err.index("done:")  # at start, not at the end
