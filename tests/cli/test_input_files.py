@@ -1,8 +1,9 @@
 """``logstream batch DIR`` and ``logstream run --input-dir DIR`` read the same files of a
 directory, and say which files Spark skips (issue 37, items 22 and 23).
 
-One directory of real NASA lines: 60 at the top, 40 in a subdirectory, and 35 in files whose
-names Spark's file source skips without a word (``_``/``.`` names, a ``_`` directory). The
+One directory of real NASA lines: 60 at the top, 40 in a subdirectory, 15 in a partition-like
+one (``day=2``), and 35 in files whose names Spark's file source skips without a word
+(``_``/``.`` names, a ``_`` directory). The
 batch report and an ``available-now`` run are made once over it, in the session's Spark.
 """
 
@@ -20,7 +21,7 @@ import pytest
 
 from logstream.cli import main
 
-VISIBLE = {"a.log": 60, "sub/b.log": 40}
+VISIBLE = {"a.log": 60, "sub/b.log": 40, "day=2/f.log": 15}
 HIDDEN = {"_c.log": 20, ".d.log": 10, "_tmp/e.log": 5}
 
 
@@ -83,3 +84,12 @@ def test_run_warns_at_start_naming_the_files_spark_skips(stream_run, landing):
     assert "warning: skipped 3 files that Spark does not read" in err
     assert all(path in err for path in _hidden_paths(landing)), err
     assert err.index("warning: skipped") < err.index("done:")  # at start, not at the end
+
+
+def test_run_reads_the_subdirectories_that_batch_reads(batch_run, stream_run):
+    """Item 22: batch read 1,325 lines of a directory, the stream 1,225: it skipped the
+    subdirectories (and failed on a partition-like one beside them)."""
+    report, _ = batch_run
+    lines, _ = stream_run
+    assert report["general"]["total_requests"] == sum(VISIBLE.values())
+    assert lines == sum(VISIBLE.values())

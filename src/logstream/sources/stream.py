@@ -167,7 +167,9 @@ def stream_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     -----
     * Directory: Spark's file source (plain and ``.gz``); each file is read once, tracked in
       the checkpoint; ``maxFilesPerTrigger`` bounds a micro-batch. Files must appear
-      atomically (write elsewhere, then rename into the directory).
+      atomically (write elsewhere, then rename into the directory). Subdirectories are read
+      (``recursiveFileLookup``), as by ``logstream batch DIR``; names Spark skips
+      (:func:`logstream.sources.files.skipped_files`) are skipped by both.
     * Follow: growing log files read like ``tail -F``, exactly once across rotation, with
       file identities and byte offsets in the checkpoint (:mod:`logstream.sources.follow`,
       ``docs/follow.md``); ``max_bytes_per_trigger`` bounds a micro-batch.
@@ -185,7 +187,10 @@ def stream_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
                 f"input directory {str(cfg.input_dir)!r} does not exist: create it, or point "
                 "--input-dir at the directory where log files land"
             )
-        reader = spark.readStream.format("text")
+        # subdirectories are read too, as by `logstream batch DIR` (read_lines); without this
+        # Spark's stream reads only the directory's own files, and fails when partition-like
+        # subdirectories (`day=1`) sit beside others
+        reader = spark.readStream.format("text").option("recursiveFileLookup", "true")
         if cfg.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", cfg.max_files_per_trigger)
         return reader.load(str(cfg.input_dir)).select(
