@@ -7,7 +7,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -75,6 +74,33 @@ def commands() -> list[str]:
     return found
 
 
+#: How the README puts ``logstream`` on the PATH (its set-up section), run by :func:`fresh_shell`.
+ACTIVATE = "source .venv/bin/activate"
+#: Commands run as a new user runs them, in a fresh shell: every command that starts no JVM,
+#: and the README's first Spark command (the others run in-process, in the session's Spark:
+#: a JVM each would cost the suite minutes).
+IN_A_FRESH_SHELL = ("logstream replay ", "logstream generate ", "logstream data ")
+
+
+def fresh_shell(cmd: str, cwd: Path, env: dict[str, str]) -> list[str]:
+    """The argv of a fresh, non-login bash with none of the test process's environment (no
+    ``.venv/bin`` on its PATH, no ``PYTHONPATH``) but ``env``, that activates the venv as the
+    README says and runs ``cmd`` (``exec``: a signal reaches the command itself)."""
+    assert ACTIVATE in README, "the README no longer says how logstream gets on the PATH"
+    script = f"cd {shlex.quote(str(REPO))} && {ACTIVATE} && cd {shlex.quote(str(cwd))}"
+    return ["env", "-i", *(f"{k}={v}" for k, v in env.items()), "bash", "--noprofile",
+            "--norc", "-c", f"{script} && exec {cmd}"]  # fmt: skip
+
+
+def new_user_env(**extra: str) -> dict[str, str]:
+    """What a new user's shell holds: HOME, the system PATH, a UTF-8 locale, and ``extra``."""
+    env = {"HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+    env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    if os.environ.get("JAVA_HOME"):  # the machine's Java, as a login shell would have it
+        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+    return {**env, **extra}
+
+
 def localise(cmd: str) -> list[str]:
     cmd = cmd.replace("../shared/data", str(DATA_DIR))
     cmd = cmd.replace("examples/", f"{REPO / 'examples'}/")  # the config and reference tables
@@ -99,9 +125,25 @@ def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
     )
     monkeypatch.setenv("LOGSTREAM_CACHE_DIR", str(cache))
     monkeypatch.setenv("LOGSTREAM_DATA_DIR", str(DATA_DIR))
+    env = new_user_env(LOGSTREAM_CACHE_DIR=str(cache), LOGSTREAM_DATA_DIR=str(DATA_DIR))
     ran = []
+    shell_out = []
+    batch_in_shell = False
     for cmd in commands():
         if covered_elsewhere(cmd):
+            continue
+        is_batch = cmd.startswith("logstream batch ")
+        if cmd.startswith(IN_A_FRESH_SHELL) or (is_batch and not batch_in_shell):
+            batch_in_shell = batch_in_shell or is_batch
+            done = subprocess.run(
+                fresh_shell(shlex.join(localise(cmd)), tmp_path, env),
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, f"{cmd} exited {done.returncode}: {done.stderr[-2000:]}"
+            shell_out.append(done.stdout)
+            ran.append(cmd)
             continue
         if cmd == "make package":
             done = subprocess.run(["make", "-s", "package"], cwd=REPO, capture_output=True)
@@ -114,8 +156,7 @@ def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
             port = free_port()
             argv[argv.index("--port") + 1] = str(port)
             proc = subprocess.Popen(
-                [sys.executable, "-m", "logstream", *argv],
-                env={**os.environ},
+                fresh_shell(shlex.join(["logstream", *argv]), tmp_path, env),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -137,7 +178,7 @@ def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
         code = main(argv)
         assert code == 0, f"{cmd} exited {code}: {capsys.readouterr().err[-2000:]}"
         ran.append(cmd)
-    out = capsys.readouterr().out
+    out = capsys.readouterr().out + "".join(shell_out)
     assert str(DATA_DIR / "NASA_access_log_Jul95_day09.log.gz") in out  # data where
     assert str(cache / "NASA_access_log_Jul95.gz") in out  # data fetch, from the cache
     assert (tmp_path / "out" / "report.json").exists() and (
@@ -146,8 +187,19 @@ def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
     assert (tmp_path / "out" / "synthetic.log").read_text().count("\n") == 5000
     assert len(list((tmp_path / "out" / "stream" / "events").glob("batch_id=*"))) >= 1
     assert len(ran) == len([c for c in commands() if not covered_elsewhere(c)])
+    assert batch_in_shell and len(shell_out) >= 6  # replay ×2, generate, data ×2, a batch
 
     # the Python example, on the outputs the commands above wrote
     (python_block,) = [b for b in code_blocks("python") if "spark.read.parquet" in b]
     example = python_block.replace("out/demo/stream", str(tmp_path / "out" / "stream"))
     exec(compile(example, "README.md", "exec"), {})
+
+
+def test_the_readme_names_make_report_and_the_page_it_writes():
+    """Issue 37 item 12: ``make report`` and its ``out/nasa-day.html`` appeared nowhere."""
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^report:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
+    assert recipe, "the Makefile has no report target"
+    html = re.search(r"--html (\S+)", recipe.group(1))
+    assert html
+    assert "`make report`" in README and f"`{html.group(1).replace('$(OUT)', 'out')}`" in README
