@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -288,7 +289,8 @@ def rotate(work: Path, conf: Path) -> None:
 
 def read_to_end(work: Path, path: Path) -> bool:
     """Whether the pipeline's last committed micro-batch read ``path`` to its last line (by
-    inode, from the checkpoint's offset log); True when there is no such file."""
+    inode and fingerprint, from the checkpoint's offset log); True when there is no such file
+    or it holds no whole line."""
     try:
         st = path.stat()
         data = path.read_bytes()
@@ -302,8 +304,15 @@ def read_to_end(work: Path, path: Path) -> bool:
     if not commits:
         return False
     offset = json.loads((checkpoint / "offsets" / str(max(commits))).read_text().splitlines()[2])
-    done = {f["ino"]: f["offset"] for f in offset["files"]}
-    return done.get(st.st_ino, -1) >= target
+    # by inode and fingerprint: logrotate's next copy often gets a deleted copy's inode
+    done = [
+        f["offset"]
+        for f in offset["files"]
+        if f["ino"] == st.st_ino
+        and f.get("fplen")
+        and hashlib.blake2b(data[: f["fplen"]], digest_size=8).hexdigest() == f["fp"]
+    ]
+    return bool(done) and done[0] >= target
 
 
 def wait_for(condition: Any, what: str, timeout: float) -> None:

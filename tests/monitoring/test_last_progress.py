@@ -8,10 +8,11 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
+from tests.monitoring.test_listener import progress
+
 from logstream.monitoring import ProgressListener
 from logstream.pipeline import Pipeline
 from logstream.sinks.gate import StopGate, StopRequested
-from tests.monitoring.test_listener import progress
 
 
 class SparkLikeQuery:
