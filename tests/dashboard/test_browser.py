@@ -27,22 +27,12 @@ from logstream.dashboard import start_dashboard_thread
 from logstream.dashboard.figures import ALERT_TRACE
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
-from tests.dashboard.helpers import alert_row, filled_store
+from tests.dashboard.helpers import alert_row, chromium, filled_store
 from tests.oracle import is_content, parse_line
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")  # never fetch a browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    "--disable-quic",
-]
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0  # the machine is shared with Spark tests: be patient
 JUNK = ["this is not a log line", "neither is this one", "GET / HTTP/1.0"]
@@ -139,17 +129,8 @@ def expected(nasa_day) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def browser():
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install chromium)",
-            pytrace=False,
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

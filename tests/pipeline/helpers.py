@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 from logstream.pipeline import PipelineConfig
 
@@ -55,3 +58,14 @@ def config(tmp: Path, input_dir: Path, **overrides) -> PipelineConfig:
     )
     values.update(overrides)
     return PipelineConfig.build(**values)
+
+
+def load_bench(name: str) -> ModuleType:
+    """The benchmark script ``bench/NAME.py`` as a module (the drills' short forms call it)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

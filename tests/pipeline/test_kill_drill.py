@@ -5,22 +5,12 @@ within its time budget; ``test_recovery.py`` kills at every write of a micro-bat
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from tests.conftest import DATA_DIR
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "drill_kill.py"
+from tests.pipeline.helpers import load_bench
 
 
 def load_drill():
-    spec = importlib.util.spec_from_file_location("drill_kill", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("drill_kill")
 
 
 def test_a_kill_at_a_random_moment_changes_no_output(spark, tmp_path, monkeypatch):

@@ -5,23 +5,13 @@ rotations per mode)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 from tests.conftest import DATA_DIR
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "drill_rotation.py"
+from tests.pipeline.helpers import load_bench
 
 
 def load_drill():
-    spec = importlib.util.spec_from_file_location("drill_rotation", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("drill_rotation")
 
 
 def test_the_writers_ledger_names_the_lines_logrotate_lost():

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from tests import oracle
+from tests.dashboard.helpers import chromium
 
 from logstream.cli import main
 from logstream.parsing import compile_format, parse
@@ -28,8 +29,6 @@ from logstream.sources import read_lines
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")  # never fetch a browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 REPO = Path(__file__).resolve().parents[2]
 #: Everything that must fit its box: the tiles, their labels and values, the titles.
 TILES_AND_TITLES = ".card, .card *, h1, h2, h3"
@@ -124,17 +123,8 @@ def test_the_readme_names_every_top_level_key_of_the_json_report():
 
 @pytest.fixture(scope="module")
 def browser():
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install chromium)",
-            pytrace=False,
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.mark.parametrize("zone", ["log", "UTC"])
