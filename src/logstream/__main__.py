@@ -1,5 +1,5 @@
 """``python -m logstream``: the same as the ``logstream`` command."""
 
-from logstream.cli import entry_point
+from logstream.entry import entry_point
 
 entry_point()

@@ -51,8 +51,9 @@ def committed(db: Path) -> int:
 
 
 def catches_sigterm(pid: int) -> bool:
-    """Whether the process has a handler for SIGTERM: ``logstream run`` installs one as it
-    begins (Python has none while it imports the command's modules, a few tenths of a second)."""
+    """Whether the process has a handler for SIGTERM: the console script installs one before
+    it imports the command's modules (``logstream.entry``), ``logstream run`` its own once
+    they are loaded."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
