@@ -20,6 +20,42 @@ __all__ = [
     "spark_conf",
 ]
 
+
+def _help_shows_flags_as_flags() -> None:
+    """Make Typer's Rich help show a flag as a flag and a required argument as its metavar.
+
+    Typer 0.29's Rich help prints a type after every option, flags included (``--strict
+    <bool>``, ``--help <bool>``), and wraps a required argument in braces on the usage line
+    (``{paths}...``). Its plain formatter already leaves a flag's type out; these two overrides
+    do the same for the Rich help, and write a required argument as click does (``PATH...``).
+    Only the help text changes: parsing uses neither method.
+    """
+    from typer import core
+
+    display_option_type = core.TyperOption.display_type_rich
+    display_argument_type = core.TyperArgument.display_type_rich
+
+    def option_type(self: core.TyperOption, ctx: typer.Context) -> str | None:
+        if (self.is_flag or self.count) and self.metavar is None:
+            return None  # a flag takes no value
+        return display_option_type(self, ctx)
+
+    def argument_type(self: core.TyperArgument, ctx: typer.Context) -> str | None:
+        if self.metavar is not None:
+            return None  # the metavar (PATH) already says what to give
+        return display_argument_type(self, ctx)
+
+    def argument_usage(self: core.TyperArgument) -> str:
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return f"{name}..." if self.nargs != 1 else name
+
+    core.TyperOption.display_type_rich = option_type  # type: ignore[method-assign]
+    core.TyperArgument.display_type_rich = argument_type  # type: ignore[method-assign]
+    core.TyperArgument._usage_display_name = argument_usage  # type: ignore[method-assign]
+
+
+_help_shows_flags_as_flags()
+
 app = typer.Typer(
     name="logstream",
     help="Event-time web-log analytics on Apache Spark: batch reports and streaming pipelines.",

@@ -25,7 +25,9 @@ from logstream.errors import ConfigError
 def batch(
     paths: Annotated[
         list[str],
-        typer.Argument(help="Log files (plain or .gz), directories or quoted globs."),
+        typer.Argument(
+            metavar="PATH", help="Log files (plain or .gz), directories or quoted globs."
+        ),
     ],
     log_format: FormatOption = "auto",
     top: Annotated[int, typer.Option("--top", "-n", min=1, help="Rows in each top-N table.")] = 10,
@@ -81,7 +83,9 @@ def batch(
     master: MasterOption = None,
     conf: ConfOption = None,
 ) -> None:
-    """Analyse log files in batch: the book's "most popular URLs per day", GoAccess-style.
+    """Analyse log files in batch: a GoAccess-style report.
+
+    It starts from the book's "most popular URLs per day".
 
     Example: logstream batch ../shared/data/NASA_access_log_Jul95_day09.log.gz --top 5
     """

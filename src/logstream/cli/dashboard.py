@@ -57,8 +57,10 @@ def dashboard(
         ),
     ] = None,
 ) -> None:
-    """Serve the live dashboard: trending pages, traffic, visitors, late and quarantined lines,
-    pipeline health. Reads only the serving store (read-only); refreshes itself.
+    """Serve the live dashboard from a serving store.
+
+    Trending pages, traffic, visitors, late and quarantined lines, pipeline health. It reads
+    only the serving store (read-only) and refreshes itself.
 
     Example: logstream dashboard --store sqlite:///out/logstream.db --port 8050
     """

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 devices_app = typer.Typer(
-    help="Device and sensor events: per-device windows, threshold alerts, device state.",
+    help="Device and sensor events: windows, alerts, device state.\n\n"
+    "Per-device windows, threshold alerts and device state (docs/devices.md).",
     no_args_is_help=True,
 )
 app.add_typer(devices_app, name="devices")

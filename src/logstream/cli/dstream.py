@@ -15,7 +15,7 @@ from logstream.errors import ConfigError
 from logstream.units import plural
 
 dstream_app = typer.Typer(
-    help="The DStream edition (Spark Streaming, deprecated by Spark: see docs/dstream.md).",
+    help="The DStream edition (Spark Streaming, deprecated by Spark).\n\nSee docs/dstream.md.",
     no_args_is_help=True,
 )
 app.add_typer(dstream_app, name="dstream")

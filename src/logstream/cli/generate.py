@@ -75,8 +75,9 @@ def generate(
         list[str] | None,
         typer.Option(
             "--flash-crowd",
-            metavar="START,DURATION,MULTIPLIER[,PAGE]",
-            help="A page suddenly trending: from START after the start, for DURATION, "
+            metavar="SPEC",
+            help="START,DURATION,MULTIPLIER[,PAGE]: a page suddenly trending: from START after "
+            "the start, for DURATION, "
             "the request rate is MULTIPLIER× and the extra requests are for PAGE "
             "(default: the page of popularity rank 25). Repeatable. "
             "Example: 30m,10m,8,/news/launch.html",
@@ -85,11 +86,18 @@ def generate(
     crawler_fraction: Annotated[
         float,
         typer.Option(
-            "--crawler-fraction", min=0.0, max=1.0, help="Share of requests made by crawlers."
+            "--crawler-fraction",
+            min=0.0,
+            max=1.0,
+            metavar="SHARE",
+            help="Share of requests made by crawlers.",
         ),
     ] = 0.12,
     ipv6_fraction: Annotated[
-        float, typer.Option("--ipv6-fraction", min=0.0, max=1.0, help="Share of IPv6 visitors.")
+        float,
+        typer.Option(
+            "--ipv6-fraction", min=0.0, max=1.0, metavar="SHARE", help="Share of IPv6 visitors."
+        ),
     ] = 0.2,
     not_found_fraction: Annotated[
         float,
@@ -97,11 +105,15 @@ def generate(
             "--not-found-fraction",
             min=0.0,
             max=1.0,
+            metavar="SHARE",
             help="Share of 404 answers (broken links), besides scanner bursts.",
         ),
     ] = 0.02,
     server_error_fraction: Annotated[
-        float, typer.Option("--server-error-fraction", min=0.0, max=1.0, help="Share of 5xx.")
+        float,
+        typer.Option(
+            "--server-error-fraction", min=0.0, max=1.0, metavar="SHARE", help="Share of 5xx."
+        ),
     ] = 0.003,
     scan_fraction: Annotated[
         float,
@@ -109,6 +121,7 @@ def generate(
             "--scan-fraction",
             min=0.0,
             max=0.49,
+            metavar="SHARE",
             help="Share of lines that are scanner probes in 404 bursts.",
         ),
     ] = 0.01,
@@ -134,7 +147,9 @@ def generate(
     wait: WaitOption = True,
     quiet: QuietOption = False,
 ) -> None:
-    """Generate synthetic web traffic that looks like a real site, reproducible by --seed.
+    """Generate synthetic web traffic, reproducible by --seed.
+
+    The traffic looks like a real site's.
 
     Example: logstream generate --rate 50 --duration 2h --seed 7 --out /tmp/site.log
     --flash-crowd 1h,10m,8

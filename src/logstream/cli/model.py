@@ -30,7 +30,8 @@ __all__ = [
 ]
 
 model_app = typer.Typer(
-    help="Models scored on the streams: room occupancy from sensor readings, bots from web logs.",
+    help="Models scored on the streams: room occupancy and bots.\n\n"
+    "Room occupancy from sensor readings, bots from web logs (docs/ml.md).",
     no_args_is_help=True,
 )
 train_app = typer.Typer(

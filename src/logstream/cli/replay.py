@@ -119,8 +119,9 @@ def replay(
     files: Annotated[
         list[str],
         typer.Argument(
+            metavar="PATH",
             help="Log files (plain or .gz), replayed in this order; directories and "
-            "quoted globs are expanded in name order."
+            "quoted globs are expanded in name order.",
         ),
     ],
     tcp: TcpOption = None,

@@ -75,7 +75,9 @@ def rules(
     ] = None,
     master: MasterOption = None,
 ) -> None:
-    """Flag scanner probes, auth failures and server errors line by line, with low latency.
+    """Flag scanner probes, auth failures and server errors live.
+
+    Line by line, with low latency.
 
     Example: logstream rules --socket 127.0.0.1:9999 --format common --trigger continuous:1s
     """

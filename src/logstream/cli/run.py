@@ -14,10 +14,6 @@ import typer
 from rich.console import Console
 
 from logstream.cli.app import (
-    ConfOption,
-    FormatOption,
-    MasterOption,
-    ReferenceOption,
     app,
     given_on_command_line,
     spark_conf,
@@ -183,6 +179,15 @@ def _progress_printer(ref: list[Any]) -> Any:
     return show
 
 
+#: The groups of ``run --help`` (every option in detail: docs/streaming.md's option table).
+_INPUT = "Input"
+_OUTPUT = "Output"
+_WINDOWS = "Windows and analytics"
+_STATE = "Triggers and state"
+_DASHBOARD = "Dashboard and demo"
+_SPARK = "Spark"
+
+
 @app.command()
 def run(
     ctx: typer.Context,
@@ -190,24 +195,27 @@ def run(
         Path | None,
         typer.Option(
             "--config",
-            help="TOML file with a \\[run] table of these options "
-            "(keys: the option names without dashes); flags given here win.",
+            metavar="FILE",
+            rich_help_panel=_INPUT,
+            help="TOML file with a \\[run] table of these options; flags win.",
         ),
     ] = None,
     input_dir: Annotated[
         Path | None,
         typer.Option(
             "--input-dir",
-            help="Watch this directory for log files (plain or .gz, placed atomically).",
+            metavar="DIR",
+            rich_help_panel=_INPUT,
+            help="Watch this directory for log files (plain or .gz).",
         ),
     ] = None,
     follow: Annotated[
         list[str] | None,
         typer.Option(
             "--follow",
-            help="Follow this log file (or quoted glob) as the server appends to it, like "
-            "tail -F: exactly once across rename and copytruncate rotation (repeat for more "
-            "files; local files only).",
+            metavar="FILE",
+            rich_help_panel=_INPUT,
+            help="Follow a growing log file or glob, like tail -F (repeatable).",
         ),
     ] = None,
     max_bytes_per_trigger: Annotated[
@@ -215,253 +223,368 @@ def run(
         typer.Option(
             "--max-bytes-per-trigger",
             min=1,
-            help="With --follow: bytes read per micro-batch at most (at least one whole line), "
-            "so a backlog is read in several micro-batches. Default: everything available.",
+            metavar="BYTES",
+            rich_help_panel=_INPUT,
+            help="With --follow: bytes per micro-batch at most.",
         ),
     ] = None,
     socket: Annotated[
         str | None,
         typer.Option(
             "--socket",
-            help="Read lines from a TCP server HOST:PORT "
-            "(e.g. `logstream replay --tcp`); needs --format.",
+            metavar="HOST:PORT",
+            rich_help_panel=_INPUT,
+            help="Read lines from a TCP server; needs --format.",
         ),
     ] = None,
     kafka_bootstrap: Annotated[
         str | None,
         typer.Option(
             "--kafka-bootstrap",
-            help="Kafka bootstrap servers (needs Spark's spark-sql-kafka-0-10 connector).",
+            metavar="SERVERS",
+            rich_help_panel=_INPUT,
+            help="Kafka bootstrap servers.",
         ),
     ] = None,
-    kafka_topic: Annotated[str | None, typer.Option("--kafka-topic", help="Kafka topic.")] = None,
+    kafka_topic: Annotated[
+        str | None,
+        typer.Option("--kafka-topic", metavar="TOPIC", rich_help_panel=_INPUT, help="Kafka topic."),
+    ] = None,
     rate: Annotated[
         int | None,
         typer.Option(
             "--rate",
             min=1,
-            help="Load test: Spark's rate source makes this many lines a second, real lines "
-            "of --rate-sample (or generated ones) stamped with the time they are made.",
+            metavar="N",
+            rich_help_panel=_INPUT,
+            help="Load test: N lines a second from Spark's rate source.",
         ),
     ] = None,
     rate_sample: Annotated[
         Path | None,
         typer.Option(
             "--rate-sample",
-            help="With --rate: a Common or Combined log (plain or .gz) whose first 10,000 "
-            "lines are cycled through. Default: lines of logstream's traffic generator.",
+            metavar="FILE",
+            rich_help_panel=_INPUT,
+            help="With --rate: the log whose lines are cycled through.",
         ),
     ] = None,
-    log_format: FormatOption = "auto",
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            metavar="FORMAT",
+            rich_help_panel=_INPUT,
+            help="Log format: auto, common, combined, nginx, json, a LogFormat….",
+        ),
+    ] = "auto",
     output_dir: Annotated[
-        Path, typer.Option("--output-dir", help="Root of the Parquet outputs.")
+        Path,
+        typer.Option(
+            "--output-dir", metavar="DIR", rich_help_panel=_OUTPUT, help="Root of the outputs."
+        ),
     ] = Path("out/stream"),
     state_dir: Annotated[
-        Path, typer.Option("--state-dir", help="Root of the checkpoints (one per query).")
+        Path,
+        typer.Option(
+            "--state-dir",
+            metavar="DIR",
+            rich_help_panel=_STATE,
+            help="Root of the checkpoints.",
+        ),
     ] = Path("out/state"),
     store: Annotated[
         str | None,
         typer.Option(
             "--store",
-            help="Serving store URL for live views, sqlite:///PATH or "
-            "postgresql://USER@HOST:PORT/DBNAME (docs/serving.md) "
-            "[default: OUTPUT_DIR/logstream.db]. A store belongs to the --state-dir that feeds it.",
+            metavar="URL",
+            rich_help_panel=_OUTPUT,
+            help="Serving store: sqlite:///PATH or postgresql://… "
+            "\\[default: OUTPUT_DIR/logstream.db]",
         ),
     ] = None,
     watermark: Annotated[
         str,
         typer.Option(
             "--watermark",
-            help="Event-time delay: older events are late, windows older than this are final.",
+            metavar="SPAN",
+            rich_help_panel=_WINDOWS,
+            help="Event-time delay after which events are late.",
         ),
     ] = "10 minutes",
     window: Annotated[
-        str, typer.Option("--window", help="Tumbling window of traffic and visitors.")
+        str,
+        typer.Option(
+            "--window",
+            metavar="SPAN",
+            rich_help_panel=_WINDOWS,
+            help="Window of traffic and visitors.",
+        ),
     ] = "1 minute",
     trending_window: Annotated[
-        str, typer.Option("--trending-window", help="Sliding window of trending pages.")
+        str,
+        typer.Option(
+            "--trending-window",
+            metavar="SPAN",
+            rich_help_panel=_WINDOWS,
+            help="Sliding window of trending pages.",
+        ),
     ] = "5 minutes",
     trending_slide: Annotated[
-        str, typer.Option("--trending-slide", help="Slide of the trending-pages window.")
+        str,
+        typer.Option(
+            "--trending-slide",
+            metavar="SPAN",
+            rich_help_panel=_WINDOWS,
+            help="Slide of the trending-pages window.",
+        ),
     ] = "1 minute",
-    top: Annotated[int, typer.Option("--top", help="Trending pages per window.")] = 10,
+    top: Annotated[
+        int,
+        typer.Option(
+            "--top", metavar="N", rich_help_panel=_WINDOWS, help="Trending pages per window."
+        ),
+    ] = 10,
     store_retention: Annotated[
         str,
         typer.Option(
             "--store-retention",
-            help="Event-time span of trending windows "
-            "kept in the serving store (Parquet keeps all).",
+            metavar="SPAN",
+            rich_help_panel=_OUTPUT,
+            help="Event time of trending windows kept in the store.",
         ),
     ] = "2 hours",
     trigger: Annotated[
         str,
         typer.Option(
             "--trigger",
-            help="'available-now' (process what exists, then exit) "
-            "or a processing-time interval such as '5 seconds'; '0 seconds' starts each "
-            "micro-batch as soon as the previous one ends (docs/triggers.md).",
+            metavar="WHEN",
+            rich_help_panel=_STATE,
+            help="'available-now' or an interval such as '5 seconds'.",
         ),
     ] = "5 seconds",
     max_files_per_trigger: Annotated[
-        int | None, typer.Option("--max-files-per-trigger", help="Files per micro-batch.")
+        int | None,
+        typer.Option(
+            "--max-files-per-trigger",
+            metavar="N",
+            rich_help_panel=_INPUT,
+            help="With --input-dir: files per micro-batch at most.",
+        ),
     ] = None,
     sink: Annotated[
         list[str] | None,
         typer.Option(
             "--sink",
-            help="Repeatable. 'parquet' (the full pipeline, the default) or 'console' (print "
-            "trending pages per micro-batch, as in the book); or a URL the outputs are also "
-            "sent to after their publish: kafka://HOST:PORT/TOPIC (JSON values, keys for "
-            "consumer de-dup; needs Spark's Kafka connector) or http(s)://HOST[:PORT]/PATH "
-            "(a webhook: JSON arrays, Idempotency-Key per batch and partition). See "
-            "docs/sinks.md.",
+            metavar="SINK",
+            rich_help_panel=_OUTPUT,
+            help="parquet, console, or a kafka:// or http(s):// URL (repeatable).",
         ),
     ] = None,
     sink_outputs: Annotated[
         str,
         typer.Option(
             "--sink-outputs",
-            help="Outputs sent to the --sink URLs: 'default' (alerts and the final-window "
-            "outputs computed), 'all', or a comma-separated list such as "
-            "alerts,traffic_per_minute.",
+            metavar="LIST",
+            rich_help_panel=_OUTPUT,
+            help="Outputs sent to the --sink URLs: default, all or a list.",
         ),
     ] = "default",
     output_format: Annotated[
         str,
         typer.Option(
             "--output-format",
-            help="File format of the outputs: parquet, json (JSON lines) or csv (with a "
-            "header; binary sketch columns as base64). Same exactly-once batch directories.",
+            metavar="FORMAT",
+            rich_help_panel=_OUTPUT,
+            help="parquet, json (JSON lines) or csv.",
         ),
     ] = "parquet",
     dedup: Annotated[
         bool,
         typer.Option(
             "--dedup/--keep-duplicates",
-            help="Count a line delivered again (a shipper's retry) once: identical lines "
-            "arriving within --dedup-window of each other are dropped and counted. Default: "
-            "every line counts, as in 'logstream batch' and GoAccess.",
+            rich_help_panel=_STATE,
+            help="Count a line delivered again once.",
         ),
     ] = False,
     strict: Annotated[
         bool,
         typer.Option(
             "--strict",
-            help="Fail on a corrupt or truncated input file. Default: quarantine it as "
-            "corrupt_file and count its readable lines.",
+            rich_help_panel=_INPUT,
+            help="Fail on a corrupt input file instead of quarantining it.",
         ),
     ] = False,
     dedup_window: Annotated[
         str,
         typer.Option(
             "--dedup-window",
-            help="Processing time in which a re-sent line is recognised; the deduplication "
-            "state holds the lines that arrived in this span.",
+            metavar="SPAN",
+            rich_help_panel=_STATE,
+            help="Processing time in which a re-sent line is recognised.",
         ),
     ] = "10 minutes",
     session_gap: Annotated[
-        str, typer.Option("--session-gap", help="Inactivity that ends a visitor's session.")
+        str,
+        typer.Option(
+            "--session-gap",
+            metavar="SPAN",
+            rich_help_panel=_WINDOWS,
+            help="Inactivity that ends a visitor's session.",
+        ),
     ] = "30 minutes",
     session_stats_window: Annotated[
         str,
         typer.Option(
             "--session-stats-window",
-            help="Tumbling window (by session start) of session count, median and p95 duration.",
+            metavar="SPAN",
+            rich_help_panel=_WINDOWS,
+            help="Window of session count and durations.",
         ),
     ] = "1 hour",
     clients_window: Annotated[
         str,
         typer.Option(
-            "--clients-window", help="Tumbling window of the top clients by requests and bytes."
+            "--clients-window",
+            metavar="SPAN",
+            rich_help_panel=_WINDOWS,
+            help="Window of the top clients.",
         ),
     ] = "5 minutes",
     alert_sigma: Annotated[
         float,
         typer.Option(
             "--alert-sigma",
-            help="Alert when a minute's requests or error rate is this many standard "
-            "deviations from its running mean.",
+            metavar="X",
+            rich_help_panel=_WINDOWS,
+            help="Alert at this many standard deviations.",
         ),
     ] = 5.0,
     alert_warmup: Annotated[
         str,
         typer.Option(
-            "--alert-warmup", help="Observed minutes before a series (site or page) may alert."
+            "--alert-warmup",
+            metavar="SPAN",
+            rich_help_panel=_WINDOWS,
+            help="Observed time before a series may alert.",
         ),
     ] = "30 minutes",
-    reference: ReferenceOption = None,
+    reference: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reference",
+            metavar="KIND=FILE",
+            rich_help_panel=_INPUT,
+            help="Reference table: networks, agents or sections (repeatable).",
+        ),
+    ] = None,
     queries: Annotated[
         str,
         typer.Option(
             "--queries",
-            help="The analytics outputs to compute: 'all', 'none' or a comma-separated list of "
-            "traffic_per_minute, trending_pages, unique_visitors, sessions, top_clients, "
-            "alerts, traffic_by_section, traffic_by_agent (with a log format that has user "
-            "agents), traffic_by_network (with --reference networks=FILE), bot_scores (with "
-            "--bot-model DIR); events, late events and quarantine are always written.",
+            metavar="LIST",
+            rich_help_panel=_OUTPUT,
+            help="Analytics outputs: all, none or a comma-separated list.",
         ),
     ] = "all",
     bot_model: Annotated[
         Path | None,
         typer.Option(
             "--bot-model",
-            help="A bot model directory (logstream model train bots): every final client "
-            "window is scored into bot_scores/ and the dashboard's bots panel.",
+            metavar="DIR",
+            rich_help_panel=_OUTPUT,
+            help="Score client windows with this bot model.",
         ),
     ] = None,
     dashboard: Annotated[
         bool | None,
         typer.Option(
             "--dashboard/--no-dashboard",
-            help="Serve the live dashboard beside the "
-            "pipeline [default: on for the demo, off otherwise].",
+            rich_help_panel=_DASHBOARD,
+            help="Serve the live dashboard \\[default: on for the demo].",
         ),
     ] = None,
     host: Annotated[
         str,
         typer.Option(
-            "--host",
-            help="Dashboard address. Spark's UI and driver listen on 127.0.0.1 too (a local "
-            "master): --conf spark.driver.bindAddress=0.0.0.0 opens them (docs/operations.md).",
+            "--host", metavar="HOST", rich_help_panel=_DASHBOARD, help="Dashboard address."
         ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Dashboard port.")] = 8050,
+    port: Annotated[
+        int,
+        typer.Option("--port", metavar="PORT", rich_help_panel=_DASHBOARD, help="Dashboard port."),
+    ] = 8050,
     duration: Annotated[
         str | None,
         typer.Option(
             "--duration",
-            help="Stop after this long (e.g. '90s', '5 minutes'); default: until Ctrl-C.",
+            metavar="SPAN",
+            rich_help_panel=_STATE,
+            help="Stop after this long \\[default: until Ctrl-C].",
         ),
     ] = None,
     replay: Annotated[
         list[Path] | None,
         typer.Option(
-            "--replay", help="Demo: replay this log (repeatable) instead of finding the NASA day."
+            "--replay",
+            metavar="FILE",
+            rich_help_panel=_DASHBOARD,
+            help="Demo: replay this log (repeatable).",
         ),
     ] = None,
     speedup: Annotated[
-        float, typer.Option("--speedup", help="Demo: event seconds replayed per second.")
+        float,
+        typer.Option(
+            "--speedup",
+            metavar="X",
+            rich_help_panel=_DASHBOARD,
+            help="Demo: event seconds replayed per second.",
+        ),
     ] = 600.0,
     rotate_every: Annotated[
         str,
         typer.Option(
             "--rotate-every",
-            help="Demo: rotate the followed access.log every this much event time (longer "
-            "than a micro-batch in wall time at --speedup).",
+            metavar="SPAN",
+            rich_help_panel=_DASHBOARD,
+            help="Demo: event time between log rotations.",
         ),
     ] = "12h",
     demo_out: Annotated[
         Path,
-        typer.Option("--demo-out", help="Demo: where everything is written (emptied at start)."),
+        typer.Option(
+            "--demo-out",
+            metavar="DIR",
+            rich_help_panel=_DASHBOARD,
+            help="Demo: where everything is written (emptied).",
+        ),
     ] = Path("out/demo"),
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
-    master: MasterOption = None,
-    conf: ConfOption = None,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", rich_help_panel=_STATE, help="No progress lines."),
+    ] = False,
+    master: Annotated[
+        str | None,
+        typer.Option("--master", metavar="URL", rich_help_panel=_SPARK, help="Spark master URL."),
+    ] = None,
+    conf: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--conf",
+            metavar="KEY=VALUE",
+            rich_help_panel=_SPARK,
+            help="A Spark setting, as spark-submit's --conf (repeatable).",
+        ),
+    ] = None,
 ) -> None:
-    """Run the streaming pipeline: event-time windows, watermark, late-data channel,
-    exactly-once Parquet outputs and a SQLite serving store.
+    """Run the streaming pipeline, or with no source the live demo.
 
-    With no source, run the demo: real NASA logs replayed live onto the dashboard.
+    Windows in event time, late data, exactly-once outputs and a serving store.
+
+    With no source: real NASA logs replayed live onto the dashboard.
+
+    Every option in detail: docs/streaming.md.
 
     Example: logstream run --input-dir landing/ --trigger available-now
     """

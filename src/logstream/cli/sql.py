@@ -266,7 +266,9 @@ class SqlShell(cmd.Cmd):
 def sql(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Log files or directories (read as a stream; plain or .gz)."),
+        typer.Argument(
+            metavar="PATH", help="Log files or directories (read as a stream; plain or .gz)."
+        ),
     ],
     execute: Annotated[
         list[str] | None,
@@ -304,8 +306,9 @@ def sql(
     ] = 1000,
     master: MasterOption = None,
 ) -> None:
-    """Query live result tables (Spark's memory sink) with SQL: urlranks, status_classes,
-    traffic.
+    """Query live result tables with SQL.
+
+    The tables (Spark's memory sink): urlranks, status_classes, traffic.
 
     Example: logstream sql access.log.gz -e "SELECT url_path, requests FROM urlranks LIMIT 10"
     """

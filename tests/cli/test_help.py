@@ -1,0 +1,65 @@
+"""``--help`` reads well at 80 columns: option names whole, flags shown as flags, argument
+metavars on the usage line, one-line command descriptions, and ``run --help`` short enough
+to read (its options in groups; the details are in docs/streaming.md)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from logstream.cli import app
+
+COMMAND = typer.main.get_command(app)
+RUN = COMMAND.commands["run"]  # type: ignore[attr-defined]
+#: ``run --help`` at 80 columns was 418 lines; grouped, with one-line help, it is about 130
+RUN_LINE_BUDGET = 160
+
+
+def render(*args: str) -> str:
+    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "80", "TERM": "dumb"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def long_options(command) -> list[str]:
+    return [o for p in command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+
+
+@pytest.mark.parametrize("args", [(), ("run",), ("batch",), ("sql",), ("replay",)])
+def test_no_option_name_is_cut_and_no_flag_shows_a_type(args):
+    text = render(*args)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert not re.search(r"--[\w-]*…", text), re.findall(r"--[\w-]*…", text)
+    assert "<bool>" not in text
+    usage = next(line for line in text.splitlines() if "Usage:" in line)
+    assert not re.search(r"\{\w+\}", usage), usage  # such as `{paths}...`
+    command = COMMAND
+    for name in args:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    for option in long_options(command):
+        assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text), option
+
+
+def test_run_help_is_grouped_and_short():
+    text = render("run")
+    assert len(text.splitlines()) <= RUN_LINE_BUDGET, len(text.splitlines())
+    for panel in ("Input", "Output", "Windows and analytics", "Triggers and state", "Spark"):
+        assert f"─ {panel} ─" in text, panel
+    assert "docs/streaming.md" in text
+
+
+@pytest.mark.parametrize("command", ["batch", "sql", "replay"])
+def test_the_usage_line_names_the_paths_argument(command):
+    assert f"logstream {command} [OPTIONS] PATH..." in render(command)
+
+
+def test_every_command_is_described_in_one_line():
+    text = render()
+    commands = text[text.index("Commands") :].splitlines()[1:]
+    rows = [line for line in commands if line.startswith("│")]
+    names = [line.split()[1] for line in rows if line[2] != " "]
+    assert set(names) == set(COMMAND.commands), names  # type: ignore[attr-defined]
+    assert len(rows) == len(names), "a command's description takes more than one line"
