@@ -32,6 +32,8 @@ def test_intervals_are_read_in_seconds(text, seconds):
         ({"top": 0}, "top"),
         ({"queries": "sessions,trending"}, "unknown query 'trending': choose 'all', 'none' or"),
         ({"queries": " , "}, "names no query"),
+        ({"output_dir": Path("in/out")}, "--output-dir '[^']*/in/out' is inside --input-dir"),
+        ({"state_dir": Path("in")}, "--state-dir '[^']*/in' is inside --input-dir"),
     ],
 )
 def test_bad_options_are_rejected(values, message):

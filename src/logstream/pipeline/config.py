@@ -413,6 +413,18 @@ class PipelineConfig(BaseModel):
     def _source_needs(self) -> PipelineConfig:
         if self.source == "dir" and self.input_dir is None:
             raise ValueError("the directory source needs --input-dir DIR")
+        if self.source == "dir" and self.input_dir is not None:
+            watched = Path(self.input_dir).resolve()
+            for option, path in (
+                ("--output-dir", self.output_dir),
+                ("--state-dir", self.state_dir),
+            ):
+                if path is not None and Path(path).resolve().is_relative_to(watched):
+                    raise ValueError(
+                        f"{option} {str(path)!r} is inside --input-dir {str(self.input_dir)!r}, "
+                        "whose subdirectories are read as input: put it beside the input "
+                        "directory"
+                    )
         if self.source == "follow" and not self.follow:
             raise ValueError("the follow source needs --follow PATH (a log file or a quoted glob)")
         if self.source == "socket" and self.socket is None:
