@@ -32,8 +32,11 @@ def _help_shows_flags_as_flags() -> None:
     """
     from typer import core
 
-    display_option_type = core.TyperOption.display_type_rich
-    display_argument_type = core.TyperArgument.display_type_rich
+    try:
+        display_option_type = core.TyperOption.display_type_rich
+        display_argument_type = core.TyperArgument.display_type_rich
+    except AttributeError:  # another Typer: its own help, unchanged (the CLI still works)
+        return
 
     def option_type(self: core.TyperOption, ctx: typer.Context) -> str | None:
         if (self.is_flag or self.count) and self.metavar is None:
