@@ -179,3 +179,23 @@ def test_a_lost_receiver_is_reported_once_per_loss_and_not_at_the_stop():
         "lost the connection to tcp://h:9: the server closed the connection; the receiver "
         "retries every 2 s, quietly (Ctrl-C or --duration stops)",
     ]
+
+
+def test_records_received_before_a_loss_are_not_a_new_connection():
+    """The batch that ends just after the server closed holds the last records sent before:
+    not 'receiving again' (which a second 'lost' line then contradicted)."""
+    import time
+
+    from logstream.dstream.receiver import ReceiverWatch
+
+    said: list[str] = []
+    watch = ReceiverWatch("tcp://h:9", said.append, delay_s=2)
+    now = int(time.time() * 1000)
+    watch.batch_completed(7, now - 2000)
+    watch.batch_completed(7, now - 1000)  # the interval: 1 s
+    watch.receiver_stopped("Socket data stream had no more data", "")
+    watch.batch_completed(4, now + 500)  # began before the loss: records sent before it
+    watch.receiver_stopped("Error connecting to h:9", "")
+    assert len(said) == 1 and said[0].startswith("lost the connection")
+    watch.batch_completed(2, now + 60_000)  # a later interval: connected again
+    assert said[-1] == "receiving from tcp://h:9 again"

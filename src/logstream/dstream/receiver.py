@@ -14,6 +14,7 @@ Every receiver stop still reaches the listener, so nothing is lost but the repet
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +77,9 @@ class ReceiverWatch(StreamingListener):
         self.delay_s = delay_s
         self.stopping = False
         self.lost = False
+        self._lost_at_ms: float | None = None  # wall clock of the stop, as batch times are
+        self._last_batch_ms: int | None = None
+        self._interval_ms: int | None = None  # the batch interval, from successive batch times
 
     def onReceiverError(self, event: Any) -> None:
         """A receiver reported an error (``reportError``)."""
@@ -89,23 +93,38 @@ class ReceiverWatch(StreamingListener):
     def onBatchCompleted(self, event: Any) -> None:
         """A batch ended: its record count tells whether the receiver gets data again."""
         try:
-            records = int(event.batchInfo().numRecords())
+            info = event.batchInfo()
+            records = int(info.numRecords())
+            batch_ms = int(info.batchTime().milliseconds())
         except Exception:
             return
-        self.batch_completed(records)
+        self.batch_completed(records, batch_ms)
 
     def receiver_stopped(self, message: str, error: str) -> None:
         """A receiver stopped or reported an error: said once per series of stops."""
         if self.stopping or self.lost:
             return
         self.lost = True
+        self._lost_at_ms = time.time() * 1000
         self.notice(
             f"lost the connection to {self.source}: {_one_line(message, error)}; the receiver "
             f"retries every {self.delay_s:g} s, quietly (Ctrl-C or --duration stops)"
         )
 
-    def batch_completed(self, records: int) -> None:
-        """A batch ended: records after a loss mean the receiver is connected again."""
+    def batch_completed(self, records: int, batch_ms: int | None = None) -> None:
+        """A batch ended: records received after a loss mean the receiver is connected again.
+
+        ``batch_ms`` is the batch's time (the end of its interval, epoch ms): a batch whose
+        interval began before the loss holds records received before it, and says nothing
+        about a new connection."""
+        if batch_ms is not None:
+            if self._last_batch_ms is not None and batch_ms > self._last_batch_ms:
+                step = batch_ms - self._last_batch_ms
+                self._interval_ms = min(step, self._interval_ms or step)
+            self._last_batch_ms = batch_ms
+            began = batch_ms - (self._interval_ms or 0)
+            if self._lost_at_ms is not None and began < self._lost_at_ms:
+                return
         if self.lost and records > 0 and not self.stopping:
             self.lost = False
             self.notice(f"receiving from {self.source} again")
