@@ -175,10 +175,19 @@ def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
 
 
 def _wait_for_jvm(process: subprocess.Popen, timeout_s: float) -> None:
-    """At the driver's exit: end the JVM's standard input (PySpark's gateway then exits, running
-    Spark's shutdown hooks) and wait for it a while."""
+    """At the driver's exit: stop a SparkContext still running (its accumulator server would
+    print an ``EOFError`` traceback when the JVM goes), end the JVM's standard input (PySpark's
+    gateway then exits, running Spark's shutdown hooks) and wait for it a while."""
     if process.poll() is not None:
         return
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        try:
+            context.stop()
+        except Exception:  # a context that cannot stop: the JVM still ends below
+            pass
     try:
         if process.stdin is not None:
             process.stdin.close()
