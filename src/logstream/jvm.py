@@ -43,6 +43,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -174,6 +175,11 @@ def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
         java_gateway.Popen = original
 
 
+def _quiet_py4j(record: logging.LogRecord) -> bool:
+    """A logging filter: no Py4J records (the connection errors of a JVM exiting)."""
+    return "py4j" not in record.pathname
+
+
 def _wait_for_jvm(process: subprocess.Popen, timeout_s: float) -> None:
     """At the driver's exit: stop a SparkContext still running (its accumulator server would
     print an ``EOFError`` traceback when the JVM goes), end the JVM's standard input (PySpark's
@@ -188,6 +194,9 @@ def _wait_for_jvm(process: subprocess.Popen, timeout_s: float) -> None:
             context.stop()
         except Exception:  # a context that cannot stop: the JVM still ends below
             pass
+    # a listener callback still running calls into a JVM that is going away on purpose: Py4J
+    # logs that as an error with a traceback (through the root logger); the exit says nothing
+    logging.getLogger().addFilter(_quiet_py4j)
     try:
         if process.stdin is not None:
             process.stdin.close()
