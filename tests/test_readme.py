@@ -17,56 +17,27 @@ from tests.conftest import DATA_DIR, free_port
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
-#: Commands run elsewhere, with the test that runs the same entry point.
+#: README commands run elsewhere, with the test (or job) that runs them; each key is the start
+#: of a command the README holds (``test_every_entry_covered_elsewhere_is_a_readme_command``).
 COVERED_ELSEWHERE = {
-    "make run": "tests/test_demo.py (logstream run with no source)",
-    "logstream rules": "tests/rules/test_triggers.py (socket → console, continuous; 0s → webhook)",
+    "make run": "tests/test_demo.py (logstream run with no source; make run DURATION=…)",
     "make test": "CI itself (.ci/run)",
-    "spark-submit": "tests/cluster/test_spark_submit.py (a real standalone cluster)",
-    "logstream dstream": "tests/dstream/test_wordcount.py (fed by the replay server)",
-    "logstream replay ../shared/data/NASA_access_log_Jul95_day09.log.gz --tcp": (
-        "tests/dstream/test_wordcount.py (the replay server feeds a DStream receiver)"
-    ),
-    "logstream run --socket": (
-        "tests/sources/test_stream_sources.py (the replay server feeds logstream run --socket)"
-    ),
-    "logstream run --rate": "tests/sources/test_stream_sources.py (the rate source, in order)",
-    "logstream run --sink http://": (
-        "tests/sinks/test_run_sinks.py (a webhook on a local server, JSON and CSV outputs)"
-    ),
-    "logstream sql ": "tests/sinks/test_sql.py (the same statement on the NASA day, the prompt)",
-    "logstream run --store postgresql://": (
-        "tests/serving/test_postgres.py (logstream run into a throwaway PostgreSQL server)"
-    ),
-    "logstream dashboard --store postgresql://": (
-        "tests/serving/test_postgres.py (logstream dashboard over that server's store)"
-    ),
-}
-#: Commands with these options or prefixes train or use a model (a minute or more to train
-#: with the defaults), run from the CLI by the model tests with the same options.
-COVERED_BY_MODEL_TESTS = {
-    "logstream model ": "tests/ml/ (train, evaluate and show from the CLI)",
-    "--bot-model": "tests/ml/test_bots.py (logstream run --bot-model, stream = batch)",
-    " --model ": "tests/ml/test_occupancy.py (logstream devices run --model, stream = batch)",
 }
 
 
 def covered_elsewhere(cmd: str) -> bool:
-    """A command another test runs (:data:`COVERED_ELSEWHERE`, model commands)."""
-    if any(cmd.startswith(k) for k in COVERED_ELSEWHERE):
-        return True
-    return cmd.startswith("logstream model ") or any(
-        k in cmd for k in COVERED_BY_MODEL_TESTS if k.startswith((" ", "-"))
-    )
+    """A command another test runs (:data:`COVERED_ELSEWHERE`)."""
+    return any(cmd.startswith(k) for k in COVERED_ELSEWHERE)
 
 
-def code_blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+def code_blocks(lang: str, text: str = README) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
 
 
-def commands() -> list[str]:
+def commands(text: str = README) -> list[str]:
+    """The commands of the ``bash`` blocks of ``text``, in order, without their comments."""
     found = []
-    for block in code_blocks("bash"):
+    for block in code_blocks("bash", text):
         for line in block.splitlines():
             line = line.split("  #")[0].strip()
             if line.startswith(("logstream ", "make ", "spark-submit ")):
@@ -203,3 +174,64 @@ def test_the_readme_names_make_report_and_the_page_it_writes():
     html = re.search(r"--html (\S+)", recipe.group(1))
     assert html
     assert "`make report`" in README and f"`{html.group(1).replace('$(OUT)', 'out')}`" in README
+
+
+def test_every_entry_covered_elsewhere_is_a_readme_command():
+    """:data:`COVERED_ELSEWHERE` names only commands the README still holds."""
+    cmds = commands()
+    for prefix in COVERED_ELSEWHERE:
+        assert any(c.startswith(prefix) for c in cmds), f"not in the README: {prefix}"
+
+
+CLI_DOC = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+
+
+def parse_command(argv: list[str]) -> None:
+    """Parse ``logstream ARGV`` as the CLI would (options, types, callbacks), without running it.
+
+    Raises
+    ------
+    click.UsageError
+        An unknown option or command, or a value of the wrong type.
+    """
+    import typer
+
+    from logstream.cli import app
+
+    command, path, args = typer.main.get_command(app), ["logstream"], list(argv)
+    while getattr(command, "commands", None) and args and args[0] in command.commands:
+        path.append(args[0])
+        command = command.commands[args.pop(0)]
+    assert not getattr(command, "commands", None), f"no such command: {' '.join(argv)}"
+    command.make_context(" ".join(path), args)
+
+
+def test_every_command_of_the_cli_reference_parses(monkeypatch):
+    """docs/cli.md's commands agree with ``--help``: each parses (a renamed option fails)."""
+    monkeypatch.chdir(REPO)  # the examples/ paths
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    cmds = commands(CLI_DOC)
+    assert len(cmds) >= 30 and set(commands()) - {"make run", "make test"} <= set(cmds)
+    for cmd in cmds:
+        argv = localise(cmd)
+        if argv[0] == "make":
+            assert re.search(rf"^{argv[1]}:", makefile, flags=re.M), cmd
+            continue
+        if argv[0] == "spark-submit":  # the logstream command after the entry point
+            argv = argv[argv.index("src/logstream/__main__.py") :]
+            assert (REPO / argv[0]).exists()
+        parse_command(argv[1:])
+
+
+#: Work-period numbers, which the project's own texts do not carry (git keeps the history).
+WORK_PERIOD = re.compile(r"[Ss]ession [0-9]+|-s[0-9]+(-[0-9]+)?\.json")
+
+
+def test_the_readme_is_a_short_product_page_speaking_of_the_present():
+    assert len(README.splitlines()) <= 250
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        found = [m.group(0) for m in WORK_PERIOD.finditer(doc.read_text(encoding="utf-8"))]
+        assert not found, f"{doc.name}: {found}"
+    for name in re.findall(r"`(?:bench/results/)?([\w.-]+\.json)`", README):
+        if name != "logstream-model.json":
+            assert (REPO / "bench" / "results" / name).exists(), name
