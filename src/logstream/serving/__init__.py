@@ -3,6 +3,11 @@
 :func:`open_store` opens the store of a ``--store`` URL: ``sqlite:///PATH`` gives a
 :class:`ServingStore`, ``postgresql://…`` a :class:`~logstream.serving.postgres.PostgresStore`
 (imported on first use). See ``docs/serving.md``.
+
+The store's parts: :mod:`~logstream.serving.schema` (tables, dialects),
+:mod:`~logstream.serving.store` (the exactly-once writer), :mod:`~logstream.serving.reader`
+(:class:`StoreReader`: the typed reads every reader goes through, with
+:meth:`ServingStore.reader`), :mod:`~logstream.serving.postgres` (the PostgreSQL store).
 """
 
 from __future__ import annotations
@@ -11,12 +16,14 @@ import threading
 from pathlib import Path
 
 from logstream.errors import ConfigError
+from logstream.serving.reader import StoreReader
 from logstream.serving.store import EXAMPLES_KEPT, IngestBatchWrite, ServingStore
 
 __all__ = [
     "EXAMPLES_KEPT",
     "IngestBatchWrite",
     "ServingStore",
+    "StoreReader",
     "is_postgres_url",
     "open_store",
     "shared_reader",
