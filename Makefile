@@ -5,7 +5,8 @@
 #               options of 'logstream run' (e.g. RUN_ARGS="--port 8060")
 #   make test   set up everything, then run the test suite
 # Set-up is idempotent: a virtual environment in .venv, Java 17 via apt-get when missing, the
-# JVM's class-data archive in ~/.cache/logstream/jvm (python -m logstream.jvm; once, ~30 s).
+# JVM's class-data archive in ~/.cache/logstream/jvm (python -m logstream.pipeline.archive;
+# once, ~30 s).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -28,7 +29,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 	@scripts/ensure-java.sh
-	@$(PY) -m logstream.jvm 2>$(VENV)/jvm-archive.log
+	@$(PY) -m logstream.pipeline.archive 2>$(VENV)/jvm-archive.log
 
 run: setup
 	$(VENV)/bin/logstream run $(if $(DURATION),--duration $(DURATION)) $(RUN_ARGS)

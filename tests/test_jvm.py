@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from logstream import jvm
+from logstream.pipeline.archive import build_archive
 from logstream.session import LOCAL_JAVA_OPTIONS
 
 
@@ -35,12 +36,12 @@ def test_off_turns_it_off(monkeypatch):
     monkeypatch.setenv(jvm.ARCHIVE_ENV, "off")
     assert jvm.archive_path() is None
     assert jvm.archive_options() == []
-    assert jvm.build_archive() is None
+    assert build_archive() is None
 
 
 def test_it_is_built_in_a_process_of_its_own(spark, tmp_path, monkeypatch):
     monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
     with pytest.raises(RuntimeError, match="without a SparkSession"):
-        jvm.build_archive()
+        build_archive()
     assert list(tmp_path.iterdir()) == []  # no staging file left behind
     assert "-XX:+UseParallelGC" in LOCAL_JAVA_OPTIONS

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CODEGEN_CACHE_ENTRIES",
+    "KAFKA_PACKAGE",
     "LOCAL_CHECKPOINT_MANAGER",
     "LOCAL_JAVA_OPTIONS",
     "LOOPBACK",
@@ -53,6 +54,7 @@ __all__ = [
     "ROCKSDB_PROVIDER",
     "SPARK_LOG_LEVEL",
     "get_spark",
+    "kafka_available",
     "session_conf",
 ]
 
@@ -145,6 +147,23 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     }
     conf.update(settings.extra)
     return conf
+
+
+#: Spark's Kafka connector, which users add with ``spark-submit --packages`` (the Kafka
+#: source and sink).
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0"
+
+
+def kafka_available(spark: SparkSession) -> bool:
+    """Whether Spark's Kafka connector is on the classpath: Spark resolves the ``kafka`` source
+    (a missing data source fails when the stream is defined, before anything runs)."""
+    try:
+        spark.readStream.format("kafka").option("subscribe", "t").option(
+            "kafka.bootstrap.servers", "localhost:9092"
+        ).load()
+    except Exception:
+        return False
+    return True
 
 
 def get_spark(

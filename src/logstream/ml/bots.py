@@ -49,6 +49,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream.analytics.panes import CLIENT_PAGE_SEP, PaneSpec, fold_panes, pane_start
+from logstream.ml.kinds import BOT_FEATURES, KIND
 from logstream.ml.model import (
     CLASSIFIERS,
     ModelInfo,
@@ -86,18 +87,6 @@ __all__ = [
     "training_split",
 ]
 
-#: The model kind of a bot model directory.
-KIND = "bots"
-#: The features, in the order the model assembles them, and their Spark SQL types.
-BOT_FEATURES = {
-    "request_rate": "double",
-    "distinct_pages": "double",
-    "error_ratio": "double",
-    "bytes_per_request": "double",
-    "static_share": "double",
-    "mean_interarrival_s": "double",
-    "robots": "double",
-}
 #: The label column: 1 bot, 0 human, null unlabelled.
 BOT_LABEL = "is_bot"
 #: Agent classes whose requests are a bot's, and a human's.

@@ -299,7 +299,7 @@ class PipelineConfig(BaseModel):
     def _bot_model(cls, value: Path | None) -> Path | None:
         if value is None:
             return None
-        from logstream.ml.bots import BOT_FEATURES, KIND
+        from logstream.ml.kinds import BOT_FEATURES, KIND
         from logstream.ml.model import read_model_info
 
         path = Path(value).expanduser().absolute()
@@ -362,23 +362,23 @@ class PipelineConfig(BaseModel):
     @field_validator("sinks")
     @classmethod
     def _sinks(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        from logstream.sinks.route import parse_sink
+        from logstream.sinks.spec import sink_spec
 
         if value and info.data.get("sink") == "console":
             raise ValueError("--sink console prints to the terminal: it takes no sink URL")
-        return tuple(parse_sink(url).url for url in value)
+        return tuple(sink_spec(url).url for url in value)
 
     @field_validator("sink_outputs", mode="before")
     @classmethod
     def _sink_outputs(cls, value: object, info: ValidationInfo) -> tuple[str, ...]:
-        from logstream.sinks.route import resolve_sink_outputs
+        from logstream.sinks.spec import resolve_sink_outputs
 
         return resolve_sink_outputs(value, info.data.get("queries") or ())  # type: ignore[arg-type]
 
     @field_validator("output_format")
     @classmethod
     def _output_format(cls, value: str) -> str:
-        from logstream.sinks.route import check_output_format
+        from logstream.sinks.spec import check_output_format
 
         return check_output_format(value)
 

@@ -20,7 +20,7 @@ from :data:`KEY_COLUMNS`; an output without key columns (``events``, ``late_even
 (``to_json(struct(*))``), timestamps in ISO 8601 UTC, binary columns in base64.
 
 Spark's Kafka connector is not part of the PySpark wheel: it is added at launch with
-``spark-submit --packages`` :data:`~logstream.sources.stream.KAFKA_PACKAGE` (or
+``spark-submit --packages`` :data:`~logstream.session.KAFKA_PACKAGE` (or
 ``spark.jars.packages``). :func:`check_kafka_sink` fails at start, before any query runs,
 when it is missing, as the Kafka source does. The technique is the book's Kafka sink
 ("Stream Processing with Apache Spark", Ch. 11 "Structured Streaming Sinks", *The Kafka
@@ -34,8 +34,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from logstream.errors import ConfigError
+from logstream.session import KAFKA_PACKAGE, kafka_available
 from logstream.sinks.publish import TIMESTAMP_FORMAT
-from logstream.sources.stream import KAFKA_PACKAGE, kafka_available
 
 __all__ = ["KEY_COLUMNS", "check_kafka_sink", "kafka_records", "record_key", "write_kafka"]
 
@@ -144,7 +144,7 @@ def check_kafka_sink(spark: SparkSession) -> None:
     Raises
     ------
     ConfigError
-        Naming :data:`~logstream.sources.stream.KAFKA_PACKAGE` and how to add it.
+        Naming :data:`~logstream.session.KAFKA_PACKAGE` and how to add it.
     """
     if not kafka_available(spark):
         raise ConfigError(

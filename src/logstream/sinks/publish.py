@@ -33,6 +33,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from logstream.sinks.spec import OUTPUT_FORMATS
+
 __all__ = [
     "BATCH_DIR_PREFIX",
     "OUTPUT_FORMATS",
@@ -47,7 +49,6 @@ __all__ = [
 BATCH_DIR_PREFIX = "batch_id="
 
 #: The file formats of :func:`publish_batch` (``logstream run --output-format``).
-OUTPUT_FORMATS = ("parquet", "json", "csv")
 
 #: Timestamps in JSON and CSV outputs: ISO 8601 with milliseconds, in the session zone (UTC).
 TIMESTAMP_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"

@@ -24,18 +24,21 @@ Sink URLs: ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``, ``http://HOST[:PORT]/PATH
 from __future__ import annotations
 
 import hashlib
-import re
-import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
-from logstream.errors import ConfigError
-from logstream.sinks.publish import OUTPUT_FORMATS, publish_batch
-from logstream.sinks.webhook import check_webhook_url, post_batch
+from logstream.sinks.publish import publish_batch
+from logstream.sinks.spec import (
+    DEFAULT_SINK_OUTPUTS,
+    check_output_format,
+    resolve_sink_outputs,
+    sink_spec,
+)
+from logstream.sinks.webhook import post_batch
 
 __all__ = [
     "DEFAULT_SINK_OUTPUTS",
@@ -48,26 +51,6 @@ __all__ = [
     "parse_sink",
     "resolve_sink_outputs",
 ]
-
-#: What ``--sink`` sends by default: the alerts and every final-window output.
-DEFAULT_SINK_OUTPUTS = (
-    "traffic_per_minute",
-    "trending_pages",
-    "unique_visitors",
-    "top_clients",
-    "alerts",
-    "traffic_by_section",
-    "traffic_by_agent",
-    "traffic_by_network",
-)
-#: Outputs written on every run, whatever ``--queries`` says.
-ALWAYS_OUTPUTS = ("events", "late_events", "quarantine")
-
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_SINK_FORMS = (
-    "kafka://HOST:PORT/TOPIC (e.g. kafka://localhost:9092/weblog-alerts) or "
-    "http(s)://HOST[:PORT]/PATH (a webhook)"
-)
 
 
 class Sink(Protocol):
@@ -114,7 +97,7 @@ class KafkaSink:
 
 
 def parse_sink(url: str, ledger_dir: Path | None = None) -> Sink:
-    """A sink from its URL.
+    """A sink from its URL (:func:`~logstream.sinks.spec.sink_spec`).
 
     Raises
     ------
@@ -127,95 +110,11 @@ def parse_sink(url: str, ledger_dir: Path | None = None) -> Sink:
     KafkaSink(url='kafka://localhost:9092,broker2:9093/weblog-alerts', bootstrap='localhost:9092,broker2:9093', topic='weblog-alerts')
     >>> parse_sink("http://127.0.0.1:8080/hook")
     WebhookSink(url='http://127.0.0.1:8080/hook', ledger_dir=None)
-    >>> parse_sink("s3://bucket/x")
-    Traceback (most recent call last):
-    ...
-    logstream.errors.ConfigError: --sink 's3://bucket/x' is not a sink URL: use kafka://...
     """  # noqa: E501 - a doctest's output is one line
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme in ("http", "https"):
-        try:
-            return WebhookSink(check_webhook_url(url), ledger_dir)
-        except ConfigError as e:
-            raise ConfigError(f"--sink: {e}") from None
-    if scheme == "kafka":
-        parts = urllib.parse.urlsplit(url)
-        topic = parts.path.strip("/")
-        servers = [s for s in parts.netloc.split(",") if s]
-        for server in servers:
-            host, _, port = server.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ConfigError(
-                    f"--sink {url!r}: broker {server!r} is not HOST:PORT; use {_SINK_FORMS}"
-                )
-        if not servers or not _TOPIC.match(topic):
-            raise ConfigError(
-                f"--sink {url!r} needs brokers and a topic (letters, digits, '.', '_', '-'): "
-                f"use {_SINK_FORMS}"
-            )
-        return KafkaSink(url, ",".join(servers), topic)
-    raise ConfigError(f"--sink {url!r} is not a sink URL: use {_SINK_FORMS}")
-
-
-def check_output_format(value: str) -> str:
-    """``value`` (any case) if it is an output format, else :class:`ConfigError`."""
-    fmt = value.strip().lower()
-    if fmt not in OUTPUT_FORMATS:
-        raise ConfigError(
-            f"--output-format {value!r} is not a file format: use one of "
-            + ", ".join(OUTPUT_FORMATS)
-        )
-    return fmt
-
-
-def resolve_sink_outputs(
-    value: str | Iterable[str] | None, computed: Sequence[str]
-) -> tuple[str, ...]:
-    """The outputs sent to the sinks, checked against the outputs the run computes.
-
-    Parameters
-    ----------
-    value : str or iterable of str or None
-        ``"default"`` / None (the alerts and final-window outputs that are computed), ``"all"``
-        (every output written), or names, comma-separated or a list.
-    computed : sequence of str
-        The analytics outputs of the run (``--queries``); ``events``, ``late_events`` and
-        ``quarantine`` are always written.
-
-    Raises
-    ------
-    ConfigError
-        Naming an unknown output, or one the run does not compute, and the fix.
-
-    Examples
-    --------
-    >>> resolve_sink_outputs(None, ("traffic_per_minute", "sessions", "alerts"))
-    ('traffic_per_minute', 'alerts')
-    >>> resolve_sink_outputs("alerts,events", ("alerts",))
-    ('alerts', 'events')
-    """
-    written = (*computed, *ALWAYS_OUTPUTS)
-    if value is None or (isinstance(value, str) and value.strip().lower() == "default"):
-        return tuple(o for o in DEFAULT_SINK_OUTPUTS if o in computed)
-    if isinstance(value, str) and value.strip().lower() == "all":
-        return written
-    raw = value.split(",") if isinstance(value, str) else [p for v in value for p in v.split(",")]
-    names = [n.strip().lower().replace("-", "_") for n in raw if n.strip()]
-    if not names:
-        raise ConfigError(
-            f"--sink-outputs {value!r} names no output: write 'default', 'all' or a "
-            "comma-separated list such as alerts,traffic_per_minute"
-        )
-    for name in names:
-        if name not in written:
-            known = (*DEFAULT_SINK_OUTPUTS, "sessions", "bot_scores", *ALWAYS_OUTPUTS)
-            hint = (
-                f"it is not computed by this run: add it to --queries ({', '.join(computed)})"
-                if name in known
-                else f"choose 'default', 'all' or from {', '.join(known)}"
-            )
-            raise ConfigError(f"--sink-outputs: unknown output {name!r}: {hint}")
-    return tuple(dict.fromkeys(names))
+    spec = sink_spec(url)
+    if spec.kind == "kafka":
+        return KafkaSink(spec.url, spec.bootstrap, spec.topic)
+    return WebhookSink(spec.url, ledger_dir)
 
 
 def check_sinks(spark: SparkSession, sinks: Iterable[Sink]) -> None:

@@ -64,6 +64,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 
 from logstream.errors import ConfigError, LogstreamError
+from logstream.sinks.spec import check_webhook_url
 
 __all__ = [
     "RETAIN_EPOCHS",
@@ -95,36 +96,6 @@ class WebhookDeliveryError(LogstreamError):
     or the receiver), or every retry met a connection error, a timeout or a 5xx. Raised inside
     a Spark task, it fails the micro-batch; the query replays it on restart.
     """
-
-
-def check_webhook_url(url: str) -> str:
-    """Return ``url`` if it is an ``http://`` or ``https://`` URL with a host.
-
-    Raises
-    ------
-    ConfigError
-        Naming the value and the expected form.
-
-    Examples
-    --------
-    >>> check_webhook_url("http://127.0.0.1:8080/hook")
-    'http://127.0.0.1:8080/hook'
-    >>> check_webhook_url("ftp://x/hook")
-    Traceback (most recent call last):
-    ...
-    logstream.errors.ConfigError: webhook URL 'ftp://x/hook' is not an http:// or https:// URL ...
-    """
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"webhook URL {url!r} is not an http:// or https:// URL with a host: "
-            "give one such as http://127.0.0.1:8080/hook"
-        )
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as e:
-        raise ConfigError(f"webhook URL {url!r} has a bad port ({e}): use 1-65535") from None
-    return url
 
 
 def json_safe(value: Any) -> Any:

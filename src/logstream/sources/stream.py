@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from logstream.errors import ConfigError, InputPathError
+from logstream.session import KAFKA_PACKAGE, kafka_available
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -38,21 +39,6 @@ RATE_SAMPLE_LINES = 10_000
 # the bracketed time of a Common/Combined line: ``[09/Jul/1995:00:00:01 -0400]``
 _CLF_TIME = r"\[[^\]]*\]"
 _CLF_TIME_RE = re.compile(_CLF_TIME)
-
-#: The connector users add with ``spark-submit --packages`` for the Kafka source.
-KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0"
-
-
-def kafka_available(spark: SparkSession) -> bool:
-    """Whether Spark's Kafka connector is on the classpath: Spark resolves the ``kafka`` source
-    (a missing data source fails when the stream is defined, before anything runs)."""
-    try:
-        spark.readStream.format("kafka").option("subscribe", "t").option(
-            "kafka.bootstrap.servers", "localhost:9092"
-        ).load()
-    except Exception:
-        return False
-    return True
 
 
 def rate_sample(sample: Path | None, limit: int = RATE_SAMPLE_LINES) -> list[str]:
