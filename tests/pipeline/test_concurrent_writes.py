@@ -1,4 +1,4 @@
-"""The writes of a micro-batch run at once (logstream.pipeline.ingest._run_concurrently)."""
+"""The writes of a micro-batch run at once (logstream.pipeline.ingest.publish.run_concurrently)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from logstream.pipeline.ingest import _run_concurrently
+from logstream.pipeline.ingest.publish import run_concurrently
 
 
 class Failed(Exception):
@@ -25,7 +25,7 @@ def test_a_failure_is_raised_once_every_task_has_ended(spark):
         finished.set()
 
     with pytest.raises(Failed, match="first write failed"):
-        _run_concurrently([fails, still_writing], 2, spark)
+        run_concurrently([fails, still_writing], 2, spark)
     assert finished.is_set()  # nothing left running under the batch's cached frames
 
 
@@ -40,7 +40,7 @@ def test_the_tasks_run_at_once_with_the_callers_spark_properties(spark):
         seen.append((sc.getLocalProperty("logstream.test.batch"), threading.current_thread().name))
 
     try:
-        _run_concurrently([task, task, task], 3, spark)
+        run_concurrently([task, task, task], 3, spark)
     finally:
         sc.setLocalProperty("logstream.test.batch", None)
     assert [value for value, _ in seen] == ["batch 7"] * 3
@@ -51,5 +51,5 @@ def test_the_tasks_run_at_once_with_the_callers_spark_properties(spark):
 def test_one_writer_runs_the_tasks_in_turn_on_the_calling_thread(spark):
     order: list[tuple[int, str]] = []
     tasks = [lambda i=i: order.append((i, threading.current_thread().name)) for i in range(3)]
-    _run_concurrently(tasks, 1, spark)
+    run_concurrently(tasks, 1, spark)
     assert order == [(i, threading.current_thread().name) for i in range(3)]

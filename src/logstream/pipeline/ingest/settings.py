@@ -1,0 +1,232 @@
+"""The settings, names and totals of the micro-batch step.
+
+:class:`AnalyticsSettings` holds the event-time settings, normalised to milliseconds, and
+answers the questions every step asks of them: the watermark after an event time, whether a
+watermark passes a window boundary, which pane views the chosen outputs need.
+:class:`BotScorer` is a loaded bot model, :class:`IngestTotals` the running totals of the
+progress line. The constants name the query, its outputs and the parts of its state.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pyspark.ml import PipelineModel
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from logstream.analytics.alerts import ALERT_STATE_SCHEMA, AlertConfig
+from logstream.analytics.panes import PANE_SCHEMA, PaneSpec
+from logstream.analytics.sessions import SESSION_PARTS_SCHEMA
+from logstream.ml.model import ModelInfo
+from logstream.pipeline.config import EVENT_QUERIES, REFERENCE_QUERIES
+
+__all__ = [
+    "DIMENSION_OUTPUTS",
+    "INGEST_QUERY",
+    "OUTPUTS",
+    "SINGLE_PARTITION_ROWS",
+    "STATE_PARTS",
+    "AnalyticsSettings",
+    "BotScorer",
+    "IngestTotals",
+    "iso",
+    "iso_ms",
+    "iso_ms_col",
+]
+
+#: The parts of the analytics state carried between micro-batches, and their schemas.
+STATE_PARTS = {
+    "panes": PANE_SCHEMA,
+    "sessions": SESSION_PARTS_SCHEMA,
+    "series": ALERT_STATE_SCHEMA,
+}
+
+#: Name of the streaming query (also its checkpoint folder and its key in the store's ledger).
+INGEST_QUERY = "ingest"
+
+#: The analytics outputs, in the order they are written; ``--queries`` chooses among them.
+OUTPUTS = EVENT_QUERIES
+#: The outputs of the dimension views (traffic per reference-data key), and their views.
+DIMENSION_OUTPUTS = {
+    "traffic_by_section": "sections",
+    "traffic_by_agent": "agents",
+    "traffic_by_network": "networks",
+}
+
+#: Default of :attr:`AnalyticsSettings.single_partition_rows`.
+SINGLE_PARTITION_ROWS = 50_000
+
+
+def iso_ms(epoch_ms: int) -> str:
+    """Format epoch milliseconds as ISO 8601 UTC text, to the second.
+
+    Examples
+    --------
+    >>> iso_ms(0)
+    '1970-01-01T00:00:00Z'
+    """
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso(col: Column | str) -> Column:
+    """Format a timestamp column as ISO 8601 UTC text (``1995-07-09T04:00:00Z``)."""
+    c = F.col(col) if isinstance(col, str) else col
+    return F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss'Z'")
+
+
+def iso_ms_col(col: str) -> Column:
+    """Format a column of epoch milliseconds as ISO 8601 UTC text (see :func:`iso`)."""
+    return iso(F.timestamp_millis(col))
+
+
+@dataclass(frozen=True)
+class AnalyticsSettings:
+    """The event-time settings of the micro-batch step, normalised to milliseconds.
+
+    Attributes
+    ----------
+    watermark_ms : int
+        Delay after which an event is late and a window final.
+    traffic_ms, trending_ms, trending_slide_ms, clients_ms, session_gap_ms : int
+        Window lengths: traffic and visitors, trending pages (and its slide, the page pane),
+        top clients, the session inactivity gap.
+    session_stats_window : str
+        Spark interval of the session statistics' tumbling window.
+    retention_ms : int
+        Trending and client windows ending this long before the newest event leave the store.
+    top : int
+        Clients kept per window and measure in ``top_clients/``.
+    alerts : AlertConfig
+    outputs : tuple of str
+        The outputs computed (from :data:`OUTPUTS`).
+    single_partition_rows : int
+        A micro-batch of at most this many lines (on time, late and quarantined) is analysed
+        in one partition, with no shuffle (:func:`~logstream.analytics.panes.gathered`): the
+        time of a small micro-batch is the fixed cost of its stages, not work, and every
+        shuffle is a stage (with adaptive execution a Spark job of its own, re-planned).
+        Larger ones (a backfill) are spread over every core. 0: never.
+    """
+
+    watermark_ms: int = 600_000
+    traffic_ms: int = 60_000
+    trending_ms: int = 300_000
+    trending_slide_ms: int = 60_000
+    clients_ms: int = 300_000
+    session_gap_ms: int = 1_800_000
+    session_stats_window: str = "3600 seconds"
+    retention_ms: int = 2 * 3600 * 1000
+    top: int = 10
+    alerts: AlertConfig = field(default_factory=AlertConfig)
+    outputs: tuple[str, ...] = tuple(q for q in OUTPUTS if REFERENCE_QUERIES.get(q) is None)
+    single_partition_rows: int = SINGLE_PARTITION_ROWS
+
+    def watermark_at(self, max_event_ms: int | None) -> int | None:
+        """The watermark (epoch ms) after events up to ``max_event_ms``: the newest event time
+        minus the delay (Spark guide, "Handling Late Data and Watermarking"); None before any
+        event.
+
+        Examples
+        --------
+        >>> AnalyticsSettings(watermark_ms=600_000).watermark_at(3_600_000)
+        3000000
+        >>> AnalyticsSettings().watermark_at(None) is None
+        True
+        """
+        return None if max_event_ms is None else max_event_ms - self.watermark_ms
+
+    def boundary_ms(self) -> int:
+        """The step (ms) of every event-time boundary a watermark can pass: each window and
+        pane ends at a multiple of its slide (panes are aligned to the epoch,
+        :func:`~logstream.analytics.panes.pane_start`), and each detector deadline at a whole
+        minute (:mod:`logstream.analytics.alerts`).
+
+        Examples
+        --------
+        >>> AnalyticsSettings().boundary_ms()
+        60000
+        >>> AnalyticsSettings(traffic_ms=30_000).boundary_ms()
+        30000
+        """
+        return math.gcd(
+            self.traffic_ms, self.trending_ms, self.trending_slide_ms, self.clients_ms, 60_000
+        )
+
+    def on_boundary(self, epoch_ms: int) -> int:
+        """``epoch_ms`` down to a boundary (:meth:`boundary_ms`). A window's end ``e`` is on
+        one, so ``e > t`` exactly when ``e > on_boundary(t)``: the live views' horizon is
+        rounded with it, so their conditions, built once and kept while the horizon holds
+        (:func:`logstream.pipeline.ingest.live.live_columns`), change once a minute. (The
+        comparisons themselves keep their bounds out of the generated code:
+        :mod:`logstream.analytics.bounds`.)
+
+        Examples
+        --------
+        >>> AnalyticsSettings().on_boundary(179_999)
+        120000
+        """
+        return epoch_ms - epoch_ms % self.boundary_ms()
+
+    def closes_windows(self, final_until_ms: int | None, watermark_ms: int) -> bool:
+        """Whether a watermark moving from ``final_until_ms`` (None: before any) to
+        ``watermark_ms`` passes a boundary (:meth:`boundary_ms`): only then can a window become
+        final or a detector deadline pass. Following a log in real time, most micro-batches
+        pass none, and skip publishing final windows and scoring alerts.
+
+        Examples
+        --------
+        >>> s = AnalyticsSettings()
+        >>> s.closes_windows(120_000, 179_999), s.closes_windows(120_000, 180_000)
+        (False, True)
+        >>> s.closes_windows(None, 5)
+        True
+        """
+        if final_until_ms is None:
+            return True
+        step = self.boundary_ms()
+        return watermark_ms // step > final_until_ms // step
+
+    def pane_spec(self) -> PaneSpec:
+        """The pane views the chosen outputs need."""
+        wanted = set(self.outputs)
+        views = []
+        if wanted & {"traffic_per_minute", "alerts"}:
+            views.append("traffic")
+        if wanted & {"trending_pages", "alerts"}:
+            views.append("pages")
+        if "unique_visitors" in wanted:
+            views.append("visitors")
+        if wanted & {"top_clients", "bot_scores"}:
+            views.append("clients")
+        if "bot_scores" in wanted:
+            views.append("client_pages")
+        views += [view for output, view in DIMENSION_OUTPUTS.items() if output in wanted]
+        return PaneSpec(
+            traffic_ms=self.traffic_ms,
+            page_pane_ms=self.trending_slide_ms,
+            clients_ms=self.clients_ms,
+            views=tuple(views),
+        )
+
+
+@dataclass(frozen=True)
+class BotScorer:
+    """A loaded bot model (:func:`logstream.ml.model.load_model`) and its metadata."""
+
+    model: PipelineModel
+    info: ModelInfo
+
+
+@dataclass
+class IngestTotals:
+    """Running totals of this process's ingest stage (for the progress line)."""
+
+    batches: int = 0
+    events: int = 0
+    late_events: int = 0
+    quarantined: int = 0
+    watermark_ms: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
