@@ -226,42 +226,92 @@ class PipelineConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
+    # the defaults and descriptions of `logstream run`'s options (`cli/run_options.py`)
     source: Literal["dir", "follow", "socket", "kafka", "rate"] = "dir"
-    input_dir: Path | None = None
-    follow: tuple[str, ...] | None = None
-    max_bytes_per_trigger: int | None = Field(default=None, ge=1)
-    socket: str | None = None
-    kafka_bootstrap: str | None = None
-    kafka_topic: str | None = None
-    rate: int | None = Field(default=None, ge=1, le=10_000_000)
-    rate_sample: Path | None = None
-    log_format: str = "auto"
-    output_dir: Path = Path("out/stream")
-    state_dir: Path = Path("out/state")
-    store: str | None = None
-    watermark: str = "10 minutes"
-    traffic_window: str = "1 minute"
-    trending_window: str = "5 minutes"
-    trending_slide: str = "1 minute"
-    top: int = Field(default=10, ge=1, le=1000)
-    store_retention: str = "2 hours"
-    trigger: str = "5 seconds"
-    max_files_per_trigger: int | None = Field(default=None, ge=1)
+    input_dir: Path | None = Field(
+        default=None, description="Watch this directory for log files (plain or .gz)."
+    )
+    follow: tuple[str, ...] | None = Field(
+        default=None, description="Follow a growing log file or glob, like tail -F (repeatable)."
+    )
+    max_bytes_per_trigger: int | None = Field(
+        default=None, ge=1, description="With --follow: bytes per micro-batch at most."
+    )
+    socket: str | None = Field(
+        default=None, description="Read lines from a TCP server; needs --format."
+    )
+    kafka_bootstrap: str | None = Field(default=None, description="Kafka bootstrap servers.")
+    kafka_topic: str | None = Field(default=None, description="Kafka topic.")
+    rate: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Load test: N lines a second from Spark's rate source.",
+    )
+    rate_sample: Path | None = Field(
+        default=None, description="With --rate: the log whose lines are cycled through."
+    )
+    log_format: str = Field(
+        default="auto", description="Log format: auto, common, combined, nginx, json, a LogFormat…."
+    )
+    output_dir: Path = Field(default=Path("out/stream"), description="Root of the outputs.")
+    state_dir: Path = Field(default=Path("out/state"), description="Root of the checkpoints.")
+    store: str | None = Field(
+        default=None, description="Serving store: sqlite:///PATH or postgresql://…"
+    )
+    watermark: str = Field(
+        default="10 minutes", description="Event-time delay after which events are late."
+    )
+    traffic_window: str = Field(default="1 minute", description="Window of traffic and visitors.")
+    trending_window: str = Field(
+        default="5 minutes", description="Sliding window of trending pages."
+    )
+    trending_slide: str = Field(
+        default="1 minute", description="Slide of the trending-pages window."
+    )
+    top: int = Field(default=10, ge=1, le=1000, description="Trending pages per window.")
+    store_retention: str = Field(
+        default="2 hours", description="Event time of trending windows kept in the store."
+    )
+    trigger: str = Field(
+        default="5 seconds", description="'available-now' or an interval such as '5 seconds'."
+    )
+    max_files_per_trigger: int | None = Field(
+        default=None, ge=1, description="With --input-dir: files per micro-batch at most."
+    )
     sink: Literal["parquet", "console"] = "parquet"
-    dedup: bool = False
-    strict: bool = False
-    dedup_window: str = "10 minutes"
-    session_gap: str = "30 minutes"
-    session_stats_window: str = "1 hour"
-    clients_window: str = "5 minutes"
-    alert_sigma: float = Field(default=5.0, gt=0, le=100)
-    alert_warmup: str = "30 minutes"
+    dedup: bool = Field(default=False, description="Count a line delivered again once.")
+    strict: bool = Field(
+        default=False, description="Fail on a corrupt input file instead of quarantining it."
+    )
+    dedup_window: str = Field(
+        default="10 minutes", description="Processing time in which a re-sent line is recognised."
+    )
+    session_gap: str = Field(
+        default="30 minutes", description="Inactivity that ends a visitor's session."
+    )
+    session_stats_window: str = Field(
+        default="1 hour", description="Window of session count and durations."
+    )
+    clients_window: str = Field(default="5 minutes", description="Window of the top clients.")
+    alert_sigma: float = Field(
+        default=5.0, gt=0, le=100, description="Alert at this many standard deviations."
+    )
+    alert_warmup: str = Field(
+        default="30 minutes", description="Observed time before a series may alert."
+    )
     reference: dict[str, Path] = Field(default_factory=dict)
-    bot_model: Path | None = None
-    queries: tuple[str, ...] = "all"  # type: ignore[assignment]  # resolved by _queries
+    bot_model: Path | None = Field(
+        default=None, description="Score client windows with this bot model."
+    )
+    queries: tuple[str, ...] = Field(  # resolved by _queries
+        default="all", description="Analytics outputs: all, none or a comma-separated list."
+    )
     sinks: tuple[str, ...] = ()
-    sink_outputs: tuple[str, ...] = "default"  # type: ignore[assignment]  # _sink_outputs
-    output_format: str = "parquet"
+    sink_outputs: tuple[str, ...] = Field(  # resolved by _sink_outputs
+        default="default", description="Outputs sent to the --sink URLs: default, all or a list."
+    )
+    output_format: str = Field(default="parquet", description="parquet, json (JSON lines) or csv.")
 
     @field_validator(
         "watermark",
