@@ -63,7 +63,7 @@ from prometheus_client.registry import Collector
 if TYPE_CHECKING:
     from flask import Flask
 
-    from logstream.serving import ServingStore
+    from logstream.serving import ServingStore, StoreReader
 
 __all__ = ["METRICS_PATH", "StoreCollector", "add_metrics_route", "scrape"]
 
@@ -86,13 +86,6 @@ _FOLLOW_GAUGES = (
     ("follow_lost_lines", "logstream_follow_lost_lines", "Lines lost to rotation (an estimate)."),
     ("follow_lost_files", "logstream_follow_lost_files", "Followed files gone before read whole."),
     ("follow_truncations", "logstream_follow_truncations", "Truncations of followed files seen."),
-)
-
-_LATEST_PROGRESS = (
-    "SELECT p.query, p.batch_id, p.input_rows_per_s, p.processed_rows_per_s, "
-    "p.batch_duration_ms, p.num_input_rows, p.state_rows FROM progress p "
-    "JOIN (SELECT query, MAX(seq) AS seq FROM progress GROUP BY query) m "
-    "ON p.query = m.query AND p.seq = m.seq ORDER BY p.query"
 )
 
 
@@ -160,19 +153,23 @@ class StoreCollector(Collector):
             store.close()
 
     def _metrics(self, store: ServingStore) -> Iterator[Metric]:
-        counters = store.counters()
+        with store.reader() as read:  # one read transaction: one state of the store
+            yield from self._metrics_of(read)
+
+    def _metrics_of(self, read: StoreReader) -> Iterator[Metric]:
+        counters = read.counters()
         for key, name, doc in _COUNTERS:
             family = CounterMetricFamily(name, doc)
             family.add_metric([], counters.get(key, 0) or 0)
             yield family
-        batches = store.query("SELECT COUNT(*) AS n FROM ledger")[0]["n"]
+        batches = read.batches_committed()
         family = CounterMetricFamily(
             "logstream_micro_batches", "Micro-batches committed to the store."
         )
         family.add_metric([], batches)
         yield family
 
-        analytics_rows = int(store.get_state("analytics_state_rows") or 0)
+        analytics_rows = int(read.state_value("analytics_state_rows") or 0)
         gauges = {
             "input_rows_per_s": GaugeMetricFamily(
                 "logstream_input_rows_per_second",
@@ -201,7 +198,7 @@ class StoreCollector(Collector):
                 "logstream_latest_batch_id", "Latest micro-batch id.", labels=["query"]
             ),
         }
-        for row in store.query(_LATEST_PROGRESS):
+        for row in read.latest_progress():
             query = row["query"]
             state_rows = (row["state_rows"] or 0) + (analytics_rows if query == "ingest" else 0)
             values = {
@@ -216,14 +213,14 @@ class StoreCollector(Collector):
                 family.add_metric([query], values[key])
         yield from gauges.values()
 
-        newest_ms = store.get_state("max_event_time_ms")
+        newest_ms = read.state_value("max_event_time_ms")
         if newest_ms is not None:
             newest = GaugeMetricFamily(
                 "logstream_max_event_time_seconds", "Newest event time, Unix seconds."
             )
             newest.add_metric([], int(newest_ms) / 1000)
             yield newest
-            delay_ms = store.get_state("watermark_delay_ms")
+            delay_ms = read.state_value("watermark_delay_ms")
             if delay_ms is not None:
                 watermark = GaugeMetricFamily(
                     "logstream_watermark_seconds", "Event-time watermark, Unix seconds."
@@ -231,29 +228,12 @@ class StoreCollector(Collector):
                 watermark.add_metric([], (int(newest_ms) - float(delay_ms)) / 1000)
                 yield watermark
 
-        losses = _follow_losses(store)
+        losses = read.follow_losses()
         if losses:
             for key, name, doc in _FOLLOW_GAUGES:
                 family = GaugeMetricFamily(name, doc)
                 family.add_metric([], losses.get(key, 0))
                 yield family
-
-
-def _follow_losses(store: ServingStore) -> dict[str, int]:
-    """The follow source's loss totals in ``store``'s ``pipeline_state`` (0 for a key not
-    recorded); empty when it records none (another source, or an older run)."""
-    keys = ", ".join(f"'{key}'" for key, _, _ in _FOLLOW_GAUGES)
-    rows = store.query(f"SELECT key, value FROM pipeline_state WHERE key IN ({keys})")
-    if not rows:
-        return {}
-    values = {r["key"]: r["value"] for r in rows}
-    out = {}
-    for key, _, _ in _FOLLOW_GAUGES:
-        try:
-            out[key] = int(float(values.get(key) or 0))
-        except ValueError:
-            out[key] = 0
-    return out
 
 
 def scrape(store: Path | str | StoreCollector) -> bytes:
