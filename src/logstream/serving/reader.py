@@ -12,9 +12,10 @@ business. The SQL is the same for both databases (PostgreSQL's schema has SQLite
 
 Errors
 ------
-A method raises the database driver's error (:data:`~logstream.serving.read_errors.
-READ_ERRORS`); :func:`~logstream.serving.schema.missing_schema` tells a table an older store
-lacks, :func:`~logstream.serving.read_errors.read_failure` what a failed read means.
+A method raises the database driver's error, one of
+:data:`~logstream.serving.read_errors.READ_ERRORS`;
+:func:`~logstream.serving.schema.missing_schema` tells a table an older store lacks, and
+:func:`~logstream.serving.read_errors.read_failure` what a failed read means.
 
 Cost
 ----
