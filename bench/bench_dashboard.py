@@ -24,15 +24,14 @@ Run from the repository root::
     .venv/bin/python bench/bench_dashboard.py --compare-indexes --browser
 
 Exit status 0 when every refresh (server side, median) is under ``--budget`` seconds (1 s).
+Writes ``bench/results/dashboard.json`` (``--out``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import platform
 import random
 import sqlite3
 import statistics
@@ -44,6 +43,8 @@ from pathlib import Path
 
 from plotly.utils import PlotlyJSONEncoder
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 from logstream.dashboard.app import refresh_outputs, start_dashboard_thread
 from logstream.dashboard.data import TIME_RANGES, Filters, read_snapshot
 from logstream.serving import ServingStore
@@ -281,14 +282,13 @@ def print_report(report: dict[str, object]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__.splitlines()[0], "dashboard")
     parser.add_argument("--store", type=Path, help="Store file to (re)create (default: temp).")
     parser.add_argument("--batch-seconds", type=int, default=5, help="Trigger interval, s.")
     parser.add_argument("--repeat", type=int, default=7, help="Timed calls per case.")
     parser.add_argument("--budget", type=float, default=1.0, help="Seconds per refresh.")
     parser.add_argument("--compare-indexes", action="store_true")
     parser.add_argument("--browser", action="store_true")
-    parser.add_argument("--json", type=Path, help="Also write the results here.")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -299,8 +299,7 @@ def main() -> int:
         counts = fill(path, args.batch_seconds)
         fill_s = time.perf_counter() - t0
         report: dict[str, object] = {
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
-            "python": platform.python_version(),
+            "machine": harness.machine(),
             "sqlite": sqlite3.sqlite_version,
             "store_mib": round(path.stat().st_size / 2**20, 1),
             "fill_s": round(fill_s, 1),
@@ -320,10 +319,9 @@ def main() -> int:
     print_report(report)
     worst = max(r["refresh"]["median_ms"] for r in report["with_indexes"])  # type: ignore[index]
     print(f"\nslowest refresh (server side, median): {worst:.0f} ms; budget {args.budget:g} s")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    harness.write_result(report, args.out, show=False)
     return 0 if worst < args.budget * 1000 else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run(main)

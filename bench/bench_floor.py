@@ -1,7 +1,7 @@
 """The floor of a whole Spark process on the 31-day input, beside GoAccess, in one run.
 
-Issue 13 asks a streaming backfill of the 31-day NASA input (``bench/build_july.py``,
-1,093,432 lines, plain text), every output on, to run at >= 0.5x GoAccess as a whole process
+The target for a streaming backfill of the 31-day NASA input (``bench/build_july.py``,
+1,093,432 lines, plain text), every output on, is >= 0.5x GoAccess as a whole process
 (>= 1.0x to be met). This benchmark measures what any Spark program on this machine pays
 before logstream's own analytics start, each step a whole process of its own (``python
 bench/bench_floor.py --step NAME``), timed from outside, one after the other:
@@ -39,26 +39,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_vs_goaccess import (
-    backfill,
-    batch_seconds,
-    ensure_goaccess,
-    goaccess_seconds,
-    timed,
-)
-from bench.build_july import build_july, input_dir
+from bench import harness
 
-RESULTS = Path(__file__).resolve().parent / "results"
 STEPS = ("python", "session", "read", "parse", "parse_agg", "parse_write")
 #: Rows of ``bench_vs_goaccess.py`` that ``--logstream-rows`` adds to the run.
 LOGSTREAM_ROWS = ("batch", "backfill_ingest", "backfill_full")
@@ -109,48 +96,28 @@ def run_step(step: str, folder: Path, out: Path) -> None:
             panes.write.mode("overwrite").parquet(str(out / "panes"))
         elif step == "parse_write":
             events(parsed).write.mode("overwrite").parquet(str(out / "events"))
-        else:
-            raise SystemExit(f"unknown step {step!r}: choose one of {', '.join(STEPS)}")
     finally:
         spark.stop()
 
 
 def timed_step(step: str, folder: Path) -> float:
-    """Wall seconds of ``python bench/bench_floor.py --step STEP`` as a whole process (the
-    environment of :func:`bench.bench_vs_goaccess.timed`: no Spark UI)."""
-    out = Path(tempfile.mkdtemp(prefix="bench-floor-"))
-    try:
+    """Wall seconds of ``python bench/bench_floor.py --step STEP`` as a whole process."""
+    with harness.scratch("bench-floor-") as out:
         child = [sys.executable, __file__, "--step", step, "--folder", str(folder)]
-        return timed([*child, "--step-out", str(out)])
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+        return harness.timed([*child, "--step-out", str(out)])
 
 
 def time_logstream(row: str, files: list[Path]) -> float:
     """Wall seconds of one of :data:`LOGSTREAM_ROWS`, as ``bench_vs_goaccess.py`` runs it."""
-    if row != "batch":
-        return backfill(files, len(files), "none" if row == "backfill_ingest" else "all")
-    out = Path(tempfile.mkdtemp(prefix="bench-floor-batch-"))
-    try:
-        return batch_seconds(files, out / "r.json")
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-
-
-def timed_goaccess(files: list[Path]) -> float:
-    """Wall seconds of GoAccess on ``files``, as ``bench_vs_goaccess.py`` runs it."""
-    out = Path(tempfile.mkdtemp(prefix="bench-floor-goaccess-"))
-    try:
-        return goaccess_seconds(ensure_goaccess(), files, out / "r.json")
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    if row == "batch":
+        return harness.batch_seconds(files)
+    queries = "none" if row == "backfill_ingest" else "all"
+    return harness.backfill_seconds(files, len(files), queries)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--days", type=int, default=31)
+    ap = harness.parser(__doc__.splitlines()[0], "floor", days=True)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each step (median reported)")
-    ap.add_argument("--out", dest="results", type=Path, default=RESULTS / "floor.json")
     ap.add_argument(
         "--logstream-rows",
         default="",
@@ -168,13 +135,12 @@ def main() -> None:
     if args.step:
         run_step(args.step, args.folder, args.step_out)
         return
-    files = build_july(input_dir(args.days), args.days)
-    lines = sum(1 for f in files for _ in f.open("rb"))
+    files = harness.july_files(args.days)
     runs: dict[str, list[float]] = {"goaccess": []}
     for _ in range(args.repeat):
-        runs["goaccess"].append(timed_goaccess(files))
+        runs["goaccess"].append(harness.goaccess_seconds(files))
         for step in STEPS:
-            runs.setdefault(step, []).append(timed_step(step, input_dir(args.days)))
+            runs.setdefault(step, []).append(timed_step(step, files[0].parent))
         for row in rows_asked:  # as bench_vs_goaccess.py runs them
             runs.setdefault(row, []).append(time_logstream(row, files))
     goaccess = statistics.median(runs["goaccess"])
@@ -188,16 +154,14 @@ def main() -> None:
         }
         print(f"{step:<16} {wall:7.2f} s  {goaccess / wall:6.3f}x GoAccess")
     result = {
-        "input": f"NASA day x{len(files)} (bench/build_july.py), {lines:,} lines",
-        "machine": (
-            f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
-        ),
+        "input": f"NASA day x{len(files)} (bench/build_july.py), "
+        f"{harness.NASA_DAY_LINES * len(files):,} lines",
+        "machine": harness.machine(),
         "budget_at_0_5x_s": round(goaccess / 0.5, 2),
         "rows": rows,
     }
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps(result, indent=2) + "\n")
+    harness.write_result(result, args.out, show=False)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)

@@ -10,36 +10,25 @@ each. Lines/s = rows in the query's progress / wall time from ``start()`` to ter
 inside micro-batches (``triggerExecution``: the steady-state rate of a long-running query).
 
 Writes bench/results/follow.json. Usage: python bench/bench_follow.py [--copies 10]
-[--max-bytes-per-trigger N]
+[--max-bytes-per-trigger N] [--out FILE]
 """
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import json
-import os
-import platform
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-RESULTS = Path(__file__).resolve().parent / "results"
-DATA_DIR = Path(
-    os.environ.get("LOGSTREAM_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
-NASA_DAY = DATA_DIR / "NASA_access_log_Jul95_day09.log.gz"
-DAY_LINES = 35272
+from bench import harness
 
 
 def build_inputs(tmp: Path, copies: int) -> tuple[Path, Path, int]:
-    """One file of ``copies`` days and a directory of ``copies`` one-day files (same bytes)."""
-    day = gzip.decompress(NASA_DAY.read_bytes())
-    assert day.count(b"\n") == DAY_LINES and day.endswith(b"\n")
+    """One file of ``copies`` days and a directory of ``copies`` one-day files (same bytes);
+    returns them and their size in bytes."""
+    day = harness.nasa_day_bytes()
+    assert day.count(b"\n") == harness.NASA_DAY_LINES and day.endswith(b"\n")
     growing = tmp / "follow" / "access.log"
     growing.parent.mkdir(parents=True)
     directory = tmp / "dir"
@@ -51,7 +40,7 @@ def build_inputs(tmp: Path, copies: int) -> tuple[Path, Path, int]:
     return growing, directory, len(day) * copies
 
 
-def timed(start) -> dict:
+def measure(start) -> dict:
     """Run the ``availableNow`` query ``start()`` returns and measure it.
 
     Returns wall seconds from the call to termination (query start-up included: for the
@@ -76,7 +65,7 @@ def timed(start) -> dict:
 def run_follow(spark, path: Path, checkpoint: Path, max_bytes: int | None):
     from logstream.sources.follow import follow_lines
 
-    return timed(
+    return measure(
         lambda: (
             follow_lines(spark, [str(path)], max_bytes)
             .writeStream.format("noop")
@@ -90,7 +79,7 @@ def run_follow(spark, path: Path, checkpoint: Path, max_bytes: int | None):
 def run_dir(spark, directory: Path, checkpoint: Path):
     from pyspark.sql import functions as F
 
-    return timed(
+    return measure(
         lambda: (
             spark.readStream.format("text")
             .load(str(directory))
@@ -103,8 +92,19 @@ def run_dir(spark, directory: Path, checkpoint: Path):
     )
 
 
+def figures(m: dict, lines: int) -> dict:
+    """A source's measures as lines per second, overall and inside micro-batches."""
+    return {
+        "seconds": round(m["seconds"], 2),
+        "lines_per_s": round(lines / m["seconds"]),
+        "batch_seconds": round(m["batch_seconds"], 2),
+        "lines_per_batch_s": round(lines / m["batch_seconds"]),
+        "micro_batches": m["micro_batches"],
+    }
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = harness.parser(__doc__, "follow")
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument(
         "--max-bytes-per-trigger",
@@ -113,59 +113,33 @@ def main() -> None:
         help="admission control of the follow source (default: all available at once)",
     )
     args = parser.parse_args()
-    if not NASA_DAY.is_file():
-        sys.exit(f"missing {NASA_DAY}: set LOGSTREAM_DATA_DIR to the shared data directory")
-
-    from logstream.config import SparkSettings
-    from logstream.session import get_spark
-
-    tmp = Path(tempfile.mkdtemp(prefix="bench-follow-"))
-    try:
-        spark = get_spark(SparkSettings(ui_enabled=False))
+    with harness.scratch("bench-follow-") as tmp:
+        spark = harness.spark_session()
         warm, warm_dir, _ = build_inputs(tmp / "warm", 1)
         run_follow(spark, warm, tmp / "warm" / "ck-follow", None)
         run_dir(spark, warm_dir, tmp / "warm" / "ck-dir")
 
         growing, directory, size = build_inputs(tmp / "run", args.copies)
-        lines = DAY_LINES * args.copies
+        lines = harness.NASA_DAY_LINES * args.copies
         follow = run_follow(spark, growing, tmp / "run" / "ck-follow", args.max_bytes_per_trigger)
         text_dir = run_dir(spark, directory, tmp / "run" / "ck-dir")
-        assert follow["rows"] == lines, follow
-        assert text_dir["rows"] == lines, text_dir
-
-        def figures(m: dict) -> dict:
-            return {
-                "seconds": round(m["seconds"], 2),
-                "lines_per_s": round(lines / m["seconds"]),
-                "batch_seconds": round(m["batch_seconds"], 2),
-                "lines_per_batch_s": round(lines / m["batch_seconds"]),
-                "micro_batches": m["micro_batches"],
-            }
-
-        result = {
-            "input": f"NASA 1995-07-09 x {args.copies}: one growing file vs "
-            f"{args.copies} files in a directory",
-            "lines": lines,
-            "bytes": size,
-            "machine": f"{os.cpu_count()} cores, {platform.machine()}, "
-            f"Python {platform.python_version()}",
-            "follow": figures(follow) | {"max_bytes_per_trigger": args.max_bytes_per_trigger},
-            "text_dir": figures(text_dir),
-            "ratio_follow_to_text_dir": round(text_dir["seconds"] / follow["seconds"], 2),
-            "ratio_follow_to_text_dir_in_batches": round(
-                text_dir["batch_seconds"] / follow["batch_seconds"], 2
-            ),
-        }
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "follow.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    assert follow["rows"] == lines, follow
+    assert text_dir["rows"] == lines, text_dir
+    result = {
+        "input": f"NASA 1995-07-09 x {args.copies}: one growing file vs "
+        f"{args.copies} files in a directory",
+        "lines": lines,
+        "bytes": size,
+        "machine": harness.machine(),
+        "follow": figures(follow, lines) | {"max_bytes_per_trigger": args.max_bytes_per_trigger},
+        "text_dir": figures(text_dir, lines),
+        "ratio_follow_to_text_dir": round(text_dir["seconds"] / follow["seconds"], 2),
+        "ratio_follow_to_text_dir_in_batches": round(
+            text_dir["batch_seconds"] / follow["batch_seconds"], 2
+        ),
+    }
+    harness.write_result(result, args.out)
 
 
 if __name__ == "__main__":
-    main()
-    from pyspark.sql import SparkSession
-
-    if (active := SparkSession.getActiveSession()) is not None:
-        active.stop()  # let Spark's listener bus drain before Python exits
+    harness.run(main)

@@ -1,4 +1,4 @@
-"""How soon ``make run`` shows data, and how long its micro-batches take (issue 13's demo target).
+"""How soon ``make run`` shows data, and how long its micro-batches take (the demo's targets).
 
 Runs ``make run DURATION=<seconds>s`` (the real NASA day replayed at 600× into a followed,
 rotating log, the full pipeline and the dashboard) from the repository root as a whole
@@ -19,41 +19,29 @@ One run, this machine (2 cores); the target is first data ≤ 15 s and micro-bat
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import re
-import sqlite3
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
-STORE = ROOT / "out" / "demo" / "logstream.db"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
+
+STORE = harness.REPO / "out" / "demo" / "logstream.db"
 BATCH_LINE = re.compile(r"ingest batch (\d+): ([\d,]+) rows.*?([\d,]+) ms;")
 
 
-def _traffic_rows() -> int:
-    if not STORE.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{STORE}?mode=ro", uri=True, timeout=1) as db:
-            return db.execute("SELECT count(*) FROM traffic_per_minute").fetchone()[0]
-    except sqlite3.Error:  # not created yet, or being written
-        return 0
-
-
 def run(seconds: int) -> dict:
+    """Run ``make run DURATION=<seconds>s`` and measure it (see the module docstring)."""
     for stale in STORE.parent.glob(f"{STORE.name}*"):  # an earlier run's store (and WAL)
         stale.unlink()
     started = time.perf_counter()
     proc = subprocess.Popen(
         ["make", "run", f"DURATION={seconds}s"],
-        cwd=ROOT,
+        cwd=harness.REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -63,7 +51,8 @@ def run(seconds: int) -> dict:
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
     while proc.poll() is None:
-        if first_data_s is None and _traffic_rows() > 0:
+        sql = "SELECT count(*) FROM traffic_per_minute"
+        if first_data_s is None and (harness.store_value(STORE, sql, 1.0) or 0) > 0:
             first_data_s = round(time.perf_counter() - started, 1)
         time.sleep(0.1)
     reader.join(timeout=10)
@@ -83,20 +72,18 @@ def run(seconds: int) -> dict:
         "later_batch_s_max": round(max(later), 2) if later else None,
         "rows_per_batch_median": int(statistics.median(r for _, r, _ in batches)) if batches else 0,
         "batches": batches,
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+        "machine": harness.machine(),
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = harness.parser(__doc__, "make-run")
     parser.add_argument("--seconds", type=int, default=90)
-    parser.add_argument("--out", type=Path, default=RESULTS / "make-run.json")
     args = parser.parse_args()
     result = run(args.seconds)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "batches"}, indent=2))
-    print(f"written {args.out}")
+    harness.write_result(result, args.out, show=False)
+    print({k: v for k, v in result.items() if k != "batches"})
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)

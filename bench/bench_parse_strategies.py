@@ -4,44 +4,53 @@
 * ``regexp_replace`` into U+0001-joined fields, then ``split`` (one match per line) — what
   :mod:`logstream.parsing.parser` does.
 
-Input: the real NASA day replicated ``--copies`` times in one plain file. Prints lines/s of
-each and their ratio.
+Input: the real NASA day replicated ``--copies`` times in one plain file, read once and
+cached; each way written to the ``noop`` sink twice, the second (warm) round kept. Prints
+lines/s of each and their ratio and writes ``bench/results/parse-strategies.json``.
 
-Usage: python bench/bench_parse_strategies.py [--copies 10]
+Usage: python bench/bench_parse_strategies.py [--copies 10] [--out FILE]
 """
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.build_july import DAY_FILE, data_dir
+from bench import harness
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = harness.parser(__doc__, "parse-strategies")
     parser.add_argument("--copies", type=int, default=10)
     args = parser.parse_args()
+    with harness.scratch("bench-parse-") as tmp:
+        (tmp / "nasa.log").write_bytes(harness.nasa_day_bytes() * args.copies)
+        spark = harness.spark_session()
+        timings = compare(spark, tmp / "nasa.log")
+    n = harness.NASA_DAY_LINES * args.copies
+    for name, secs in timings.items():
+        print(f"{name:26s} {n / secs:12,.0f} lines/s")
+    ratio = timings["regexp_extract_per_field"] / timings["replace_split"]
+    print(f"ratio replace_split / regexp_extract = {ratio:.2f}x")
+    result = {
+        "input": f"NASA 1995-07-09 x {args.copies} in one file, cached",
+        "lines": n,
+        "lines_per_s": {name: round(n / secs) for name, secs in timings.items()},
+        "ratio_replace_split_to_regexp_extract": round(ratio, 2),
+        "machine": harness.machine(),
+    }
+    harness.write_result(result, args.out, show=False)
 
+
+def compare(spark, path: Path) -> dict[str, float]:
+    """Seconds of each way over the lines of ``path`` (the second, warm round)."""
     from pyspark.sql import functions as F
 
-    from logstream.config import SparkSettings
     from logstream.parsing import compile_format, parse
-    from logstream.session import get_spark
 
-    with gzip.open(data_dir() / DAY_FILE, "rb") as fh:
-        day = fh.read()
-    tmp = Path(tempfile.mkdtemp()) / "nasa.log"
-    tmp.write_bytes(day * args.copies)
-    n = 35272 * args.copies
-
-    spark = get_spark(SparkSettings(ui_enabled=False))
-    lines = spark.read.text(str(tmp)).withColumn("source_file", F.lit("x")).cache()
+    lines = spark.read.text(str(path)).withColumn("source_file", F.lit("x")).cache()
     lines.count()
     fmt = compile_format("common")
 
@@ -74,17 +83,9 @@ def main() -> None:
         t0 = time.perf_counter()
         build().write.format("noop").mode("overwrite").save()
         timings[name] = time.perf_counter() - t0
-    for name, secs in timings.items():
-        print(f"{name:26s} {n / secs:12,.0f} lines/s (all {len(fields)} fields)")
-    print(
-        "ratio replace_split / regexp_extract = "
-        f"{timings['regexp_extract_per_field'] / timings['replace_split']:.2f}x"
-    )
+    lines.unpersist()
+    return timings
 
 
 if __name__ == "__main__":
-    main()
-    from pyspark.sql import SparkSession
-
-    if (active := SparkSession.getActiveSession()) is not None:
-        active.stop()  # let Spark's listener bus drain before Python exits
+    harness.run(main)

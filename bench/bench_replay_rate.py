@@ -10,21 +10,19 @@ Run from the repository root (real data in ``../shared/data`` or ``$LOGSTREAM_DA
     .venv/bin/python bench/bench_replay_rate.py --rate 20000
 
 Exit status 0 when the overall rate and every full one-second window are within the
-tolerance (5 %), 1 otherwise.
+tolerance (5 %), 1 otherwise. Writes ``bench/results/replay-rate.json`` (``--out``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import socket
 import sys
 import threading
 import time
 from pathlib import Path
 
-from logstream.config import data_dir
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 from logstream.replay import (
     Replayer,
     ReplayOptions,
@@ -33,16 +31,15 @@ from logstream.replay import (
     iter_file_records,
 )
 
-NASA_DAY = "NASA_access_log_Jul95_day09.log.gz"
-
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__.splitlines()[0], "replay-rate")
     parser.add_argument("--rate", type=float, default=5000.0, help="lines per second")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured duration")
     parser.add_argument("--tolerance", type=float, default=0.05, help="allowed relative error")
-    parser.add_argument("--file", default=str(data_dir() / NASA_DAY), help="log to replay")
-    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument(
+        "--file", default=str(harness.data_dir() / harness.NASA_DAY_FILE), help="log to replay"
+    )
     args = parser.parse_args()
 
     files = expand_files([args.file])
@@ -85,22 +82,21 @@ def main() -> int:
     )
     print(f"client reads       {len(reads):,} ({received / len(reads):.1f} lines per read)")
     print("PASS" if ok else f"FAIL: outside ±{args.tolerance * 100:g} %")
-    if args.json:
-        figures = {
-            "target_rate_per_s": args.rate,
-            "seconds": args.seconds,
-            "lines_received": received,
-            "first_to_last_s": round(last - first, 6),
-            "overall_rate_per_s": round(overall, 3),
-            "per_second_min": min(windows),
-            "per_second_max": max(windows),
-            "worst_window_error": round(worst, 6),
-            "python": platform.python_version(),
-            "passed": ok,
-        }
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    figures = {
+        "target_rate_per_s": args.rate,
+        "seconds": args.seconds,
+        "lines_received": received,
+        "first_to_last_s": round(last - first, 6),
+        "overall_rate_per_s": round(overall, 3),
+        "per_second_min": min(windows),
+        "per_second_max": max(windows),
+        "worst_window_error": round(worst, 6),
+        "passed": ok,
+        "machine": harness.machine(),
+    }
+    harness.write_result(figures, args.out, show=False)
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run(main)

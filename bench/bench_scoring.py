@@ -1,4 +1,4 @@
-"""Cost of scoring models on the streams (#15): one function per part, each returning a dict.
+"""Cost of scoring models on the streams: one function per part, each returning a dict.
 
 * :func:`bench_occupancy_training`: ``logstream model train occupancy`` as a user runs it
   (default features and folds, the three candidates, JVM start included).
@@ -17,43 +17,31 @@ Results go to stdout and bench/results/scoring.json (the parts given with ``--pa
 replace theirs; the others are kept, so a later part, bots, can add its own).
 
 Usage: python bench/bench_scoring.py [--parts training,scoring,pipeline,bots] [--rows 1000000]
-    [--bot-model DIR]
+    [--bot-model DIR] [--out FILE]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-RESULTS = REPO / "bench" / "results"
-DATA = Path(os.environ.get("LOGSTREAM_DATA_DIR", REPO.parent / "shared" / "data"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
+
+DATA = harness.data_dir()
 FILES = ("occupancy_datatest", "occupancy_datatraining", "occupancy_datatest2")  # time order
-
-
-def machine() -> str:
-    load = os.getloadavg()[0]
-    return (
-        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
-        f"load average {load:.1f} at the start"
-    )
 
 
 def bench_occupancy_training(model_dir: Path) -> dict[str, Any]:
     """Train the default occupancy model with the CLI into ``model_dir``."""
-    logstream = Path(sys.executable).with_name("logstream")
     cmd = [
-        str(logstream),
+        *harness.LOGSTREAM,
         "model",
         "train",
         "occupancy",
@@ -74,7 +62,7 @@ def bench_occupancy_training(model_dir: Path) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     info = json.loads((model_dir / "logstream-model.json").read_text())
     return {
-        "command": " ".join(["logstream", *cmd[1:]]),
+        "command": " ".join(["logstream", *cmd[len(harness.LOGSTREAM) :]]),
         "cli_seconds": round(seconds, 2),
         "classifier": info["classifier"],
         "metrics": {k: round(v, 4) for k, v in info["metrics"].items()},
@@ -159,7 +147,6 @@ def bench_device_pipeline(spark: Any, model_dir: Path, tmp: Path) -> dict[str, A
 
 def bench_bot_scoring(spark: Any, model_dir: Path | None, tmp: Path) -> dict[str, Any]:
     """Client windows scored per second by a bot model, warm, on the 31-day NASA input."""
-    from bench.build_july import DEFAULT_OUT, build_july
     from logstream.analytics.panes import fold_panes
     from logstream.ml.bots import bot_pane_spec, client_features, score_features
     from logstream.ml.model import load_model
@@ -168,15 +155,14 @@ def bench_bot_scoring(spark: Any, model_dir: Path | None, tmp: Path) -> dict[str
 
     if model_dir is None:
         model_dir = tmp / "bots-model"
-        logstream = Path(sys.executable).with_name("logstream")
         subprocess.run(
-            [str(logstream), "model", "train", "bots", "--input",
+            [*harness.LOGSTREAM, "model", "train", "bots", "--input",
              str(DATA / "elastic_apache_logs_combined_2015.log.gz"), "--out", str(model_dir),
              "--classifiers", "random_forest", "--version", "bench"],
             check=True, capture_output=True,
         )  # fmt: skip
     model, info = load_model(model_dir, "bots")
-    files = build_july(DEFAULT_OUT, 31)
+    files = harness.july_files(31)
     ev = events(parse(read_lines(spark, [str(f) for f in files]), resolve_format("common", None)))
     windows = client_features(fold_panes(None, ev, bot_pane_spec())).cache()
     n = windows.count()
@@ -196,28 +182,22 @@ def bench_bot_scoring(spark: Any, model_dir: Path | None, tmp: Path) -> dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = harness.parser(__doc__, "scoring")
     parser.add_argument("--parts", default="training,scoring,pipeline,bots")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--bot-model", type=Path, help="a bots model (default: train one)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "scoring.json"
-    results: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
-    results["machine"] = machine()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
-    model_dir = tmp / "occupancy-model"
-    try:
+    results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    results["machine"] = harness.machine()
+    with harness.scratch("bench-scoring-") as tmp:
+        model_dir = tmp / "occupancy-model"
         occupancy = parts & {"training", "scoring", "pipeline"}
         if occupancy:
             training = bench_occupancy_training(model_dir)
         if "training" in parts:
             results["occupancy_training"] = training
-        from logstream.config import SparkSettings
-        from logstream.session import get_spark
-
-        spark = get_spark(SparkSettings(master="local[2]", ui_enabled=False))
+        spark = harness.spark_session(master="local[2]")
         if "scoring" in parts:
             results["occupancy_scoring"] = bench_occupancy_scoring(spark, model_dir, args.rows)
         if "pipeline" in parts:
@@ -225,11 +205,8 @@ def main() -> None:
         if "bots" in parts:
             results["bot_scoring"] = bench_bot_scoring(spark, args.bot_model, tmp)
         spark.stop()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    harness.write_result(results, args.out)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)

@@ -15,14 +15,12 @@ the pipeline opens it (WAL, ``synchronous=NORMAL``). Both on the same disk and c
 
 Results go to stdout and bench/results/store.json.
 
-Usage: python bench/bench_store.py [--batches 200] [--readers 8] [--seconds 10]
+Usage: python bench/bench_store.py [--batches 200] [--readers 8] [--seconds 10] [--out FILE]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -31,9 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-RESULTS = REPO / "bench" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
 
 def payload(batch_id: int) -> Any:
@@ -69,21 +66,22 @@ def payload(batch_id: int) -> Any:
 
 
 def bench_commit(store: Any, batches: int) -> dict[str, float]:
+    """Milliseconds per :meth:`commit_ingest_batch` of ``batches`` micro-batches, one writer."""
     times = []
     for b in range(batches):
         write = payload(b)
         start = time.perf_counter()
         assert store.commit_ingest_batch("ingest", write)
         times.append((time.perf_counter() - start) * 1000)
-    times.sort()
     return {
         "batches": batches,
         "commit_ms_median": round(statistics.median(times), 2),
-        "commit_ms_p95": round(times[int(0.95 * len(times)) - 1], 2),
+        "commit_ms_p95": round(harness.p95(times), 2),
     }
 
 
 def bench_reads(store: Any, target: str, first: int, readers: int, seconds: float) -> dict:
+    """Dashboard refreshes per second of ``readers`` threads while a writer commits."""
     from logstream.dashboard.data import Filters, read_snapshot
 
     stop = threading.Event()
@@ -123,7 +121,7 @@ def bench_reads(store: Any, target: str, first: int, readers: int, seconds: floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__.splitlines()[0], "store")
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--readers", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -133,7 +131,8 @@ def main() -> None:
 
     from logstream.serving import open_store
 
-    results: dict[str, Any] = {"machine": platform.platform(), "args": vars(args)}
+    settings = {k: v for k, v in vars(args).items() if k != "out"}
+    results: dict[str, Any] = {"machine": harness.machine(), "args": settings}
     with tempfile.TemporaryDirectory() as tmp, postgres_cluster(durable=True) as server:
         targets = {"sqlite": f"sqlite:///{tmp}/store.db", "postgresql": server.new_database()}
         for name, url in targets.items():
@@ -145,9 +144,8 @@ def main() -> None:
                 store.close()
             results[name] = part
             print(name, json.dumps(part), flush=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "store.json").write_text(json.dumps(results, indent=2) + "\n")
+    harness.write_result(results, args.out, show=False)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)

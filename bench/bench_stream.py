@@ -3,13 +3,12 @@
 Input: the 31-day NASA input (bench/build_july.py: the real 1995-07-09 day replicated across
 July, 1,093,432 lines). Three measurements in one run:
 
-1. ``throughput``: ``logstream run --trigger available-now`` over all 31 files (ingest, then the
-   window and stateful queries: traffic, trending pages, visitors, sessions, top clients,
-   alerts), events/s = lines / wall time of the pipeline (session start
-   excluded), with ``--max-files-per-trigger`` files per micro-batch;
-2. ``state``: state rows and state memory per stateful query after each micro-batch (the
-   watermark and the alert series' idle timers bound them: they stop growing once it
-   advances);
+1. ``throughput``: ``logstream run``'s pipeline in this process, ``--trigger available-now``
+   over all 31 files with every output, ``--max-files-per-trigger`` files per micro-batch:
+   events/s = lines / wall time of the pipeline (session start excluded), and the seconds
+   each streaming query spent in micro-batches;
+2. ``state``: the state rows and state memory each streaming query reports after each
+   micro-batch (its progress);
 3. ``latency``: a processing-time trigger while a feeder drops chunk files into the input
    directory at a fixed rate; per-batch durations of every query, and the deduplication
    state after each ingest micro-batch (bounded by arrival rate × ``--dedup-window``, which
@@ -17,30 +16,20 @@ July, 1,093,432 lines). Three measurements in one run:
 
 Writes bench/results/stream.json. Usage: python bench/bench_stream.py [--days 31]
 [--files-per-trigger 1] [--rate 20000] [--latency-seconds 60] [--dedup-window "10 minutes"]
-
-``--cost-per-query`` measures instead what each query over ``events/`` costs: its time in
-micro-batches when it runs alone after the ingest query, then the wall time with all, in one
-process (bench/results/stream-cost-per-query.json).
+[--skip-latency] [--skip-throughput] [--out FILE]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.build_july import build_july, input_dir
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench import harness
 
 
 def pipeline_config(tmp: Path, input_dir: Path, **extra):
@@ -59,18 +48,19 @@ def pipeline_config(tmp: Path, input_dir: Path, **extra):
 def throughput(
     spark, files: list[Path], per_trigger: int, dedup_window: str, queries: str = "all"
 ) -> dict:
+    """A backfill over ``files`` in this process: events/s, busy seconds and state per query."""
+    with harness.scratch("bench-stream-") as tmp:
+        return _throughput(spark, tmp, files, per_trigger, dedup_window, queries)
+
+
+def _throughput(
+    spark, tmp: Path, files: list[Path], per_trigger: int, dedup_window: str, queries: str
+) -> dict:
     from logstream.pipeline import Pipeline
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-stream-"))
-    landing = tmp / "landing"  # exactly the files measured (the build dir may hold more)
-    landing.mkdir()
-    for i, f in enumerate(files):
-        link = landing / f.name
-        link.symlink_to(f)
-        os.utime(link, (1_000_000 + i, 1_000_000 + i), follow_symlinks=False)
     cfg = pipeline_config(
         tmp,
-        landing,
+        harness.landing_dir(files, tmp / "landing"),  # exactly the files measured
         trigger="available-now",
         max_files_per_trigger=per_trigger,
         dedup_window=dedup_window,
@@ -87,7 +77,7 @@ def throughput(
     # what was read: on-time + late + quarantined + dropped as duplicates (the 10 lines the
     # NASA day holds twice, in each of the copies)
     lines = totals.events + totals.late_events + totals.quarantined + duplicates
-    assert lines == 35272 * len(files), lines
+    assert lines == harness.NASA_DAY_LINES * len(files), lines
     state = {}
     for row in history:
         if row["state_rows"] is not None:
@@ -103,7 +93,6 @@ def throughput(
     busy: dict[str, int] = {}  # seconds each query spent in micro-batches
     for row in history:
         busy[row["query"]] = busy.get(row["query"], 0) + row["batch_duration_ms"]
-    shutil.rmtree(tmp, ignore_errors=True)
     return {
         "queries": queries,
         "lines": lines,
@@ -122,9 +111,16 @@ def throughput(
 
 
 def latency(spark, day_files: list[Path], rate: int, seconds: int, dedup_window: str) -> dict:
+    """A 2-second trigger while chunk files land at ``rate`` lines/s for ``seconds``."""
+    with harness.scratch("bench-latency-") as tmp:
+        return _latency(spark, tmp, day_files, rate, seconds, dedup_window)
+
+
+def _latency(
+    spark, tmp: Path, day_files: list[Path], rate: int, seconds: int, dedup_window: str
+) -> dict:
     from logstream.pipeline import Pipeline
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     landing = tmp / "landing"
     landing.mkdir()
     lines = [line for f in day_files for line in f.read_text().splitlines(keepends=True)]
@@ -169,7 +165,6 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int, dedup_window:
                 ingest_rows.append(row["num_input_rows"])
         if row["query"] == "ingest" and row["state_rows"] is not None:
             dedup_state.append((row["state_rows"], row["state_memory_bytes"]))
-    shutil.rmtree(tmp, ignore_errors=True)
     return {
         "input_rate_lines_per_s": rate,
         "trigger": "2 seconds",
@@ -186,7 +181,7 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int, dedup_window:
             q: {
                 "n": len(v),
                 "median": statistics.median(v),
-                "p95": sorted(v)[int(0.95 * (len(v) - 1))],
+                "p95": harness.p95(v),
                 "max": max(v),
             }
             for q, v in by_query.items()
@@ -194,87 +189,28 @@ def latency(spark, day_files: list[Path], rate: int, seconds: int, dedup_window:
     }
 
 
-def cost_per_query(spark, files: list[Path], per_trigger: int, dedup_window: str) -> dict:
-    """What each query costs: the pipeline with the ingest query and one query over
-    ``events/`` at a time, then with all of them (all in this one process, after a discarded
-    warm-up run over two files).
-
-    A query's cost is the time it spent in micro-batches (``batchDuration`` summed over its
-    progress rows), alone on the cores; the ingest query's is read from every run (it varies
-    by ±20 % between runs, more than some queries cost, so differences of wall times would
-    not do). ``all`` gives the wall time with everything, the queries over ``events/`` at once
-    as ``logstream run`` starts them, against the sum of the parts.
-    """
-    from logstream.pipeline import EVENT_QUERIES
-
-    throughput(spark, files[:2], per_trigger, dedup_window, "all")  # warm-up (JIT, caches)
-    alone: dict[str, float] = {}
-    ingest: list[float] = []
-    for query in EVENT_QUERIES:
-        r = throughput(spark, files, per_trigger, dedup_window, query)
-        alone[query] = r["query_busy_s"].get(query, 0.0)
-        ingest.append(r["query_busy_s"]["ingest"])
-        print(query, alone[query], "s; ingest", ingest[-1], "s", flush=True)
-    everything = throughput(spark, files, per_trigger, dedup_window, "all")
-    ingest_s = statistics.median(ingest)
-    parts = ingest_s + sum(alone.values())
-    return {
-        "files": len(files),
-        "files_per_trigger": per_trigger,
-        "lines": everything["lines"],
-        "ingest_busy_s_median": ingest_s,
-        "query_busy_s_alone": alone,
-        "share_of_parts": {q: round(s / parts, 3) for q, s in alone.items()},
-        "sum_of_parts_s": round(parts, 1),
-        "all": {
-            "seconds": everything["seconds"],
-            "events_per_s": everything["events_per_s"],
-            "query_busy_s": everything["query_busy_s"],
-        },
-    }
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--days", type=int, default=31)
+    parser = harness.parser(__doc__, "stream", days=True)
     parser.add_argument("--files-per-trigger", type=int, default=1)
     parser.add_argument("--rate", type=int, default=20000)
     parser.add_argument("--latency-seconds", type=int, default=60)
     parser.add_argument("--dedup-window", default="10 minutes")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
-    parser.add_argument(
-        "--cost-per-query",
-        action="store_true",
-        help="instead: each query over events/ alone after the ingest query, then all",
-    )
     args = parser.parse_args()
-
-    from logstream.config import SparkSettings
-    from logstream.session import get_spark
-
-    files = build_july(input_dir(args.days), args.days)
-    spark = get_spark(SparkSettings(ui_enabled=False))
+    files = harness.july_files(args.days)
+    spark = harness.spark_session()
     result = {
         "input": f"NASA 1995-07-09 replicated over {len(files)} days (bench/build_july.py)",
-        "machine": f"{os.cpu_count()} cores, {platform.machine()}, "
-        f"Python {platform.python_version()}",
+        "machine": harness.machine(),
     }
-    if args.cost_per_query:
-        result["cost_per_query"] = cost_per_query(
-            spark, files, args.files_per_trigger, args.dedup_window
-        )
-        (RESULTS / "stream-cost-per-query.json").write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps(result["cost_per_query"], indent=2))
-        return
     if not args.skip_throughput:
         result["throughput"] = throughput(spark, files, args.files_per_trigger, args.dedup_window)
     if not args.skip_latency:
         result["latency"] = latency(
             spark, files, args.rate, args.latency_seconds, args.dedup_window
         )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "stream.json").write_text(json.dumps(result, indent=2) + "\n")
+    harness.write_result(result, args.out, show=False)
     through = result.get("throughput", {})
     summary = {k: v for k, v in through.items() if k != "state_curve"}
     print(json.dumps({"throughput": summary, "latency": result.get("latency")}, indent=2))
@@ -284,8 +220,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
-    from pyspark.sql import SparkSession
-
-    if (active := SparkSession.getActiveSession()) is not None:
-        active.stop()  # let Spark's listener bus drain before Python exits
+    harness.run(main)

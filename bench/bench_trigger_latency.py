@@ -24,22 +24,21 @@ Writes ``bench/results/trigger-latency.json`` and prints a table.
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from logstream.config import data_dir
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE = "monitorware_twiki_access_log_2004.log.gz"
 #: (label, trigger, sink): the runs, in order.
 RUNS: tuple[tuple[str, str, str], ...] = (
@@ -57,32 +56,35 @@ def _stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-class _Hook(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        now = time.time()
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.arrivals.extend((now, row) for row in json.loads(body))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def run_once(trigger: str, sink: str, rate: int, seconds: float, sample: Path) -> dict:
     """Run ``logstream rules`` for ``seconds`` after its first alert; return raw arrivals."""
-    arrivals: list[tuple[float, dict]] = []
-    httpd = None
-    sink_arg = "console"
-    if sink == "webhook":
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-        httpd.arrivals = arrivals  # type: ignore[attr-defined]
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        sink_arg = f"http://127.0.0.1:{httpd.server_address[1]}/alerts"
+    arrivals: list[tuple[float, dict]] = []  # console: (arrival, alert)
+    posts: list[tuple[float, list]] = []  # webhook: (arrival, alerts)
+    with contextlib.ExitStack() as stack:
+        sink_arg = "console"
+        if sink == "webhook":
+            sink_arg, posts = stack.enter_context(harness.webhook_receiver())
+        seen = lambda: bool(arrivals or posts)  # noqa: E731
+        result = _run_rules(trigger, sink_arg, rate, seconds, sample, arrivals, seen)
+    arrivals.extend((now, row) for now, rows in posts for row in rows)
+    return result | {"arrivals": list(arrivals)}
+
+
+def _run_rules(
+    trigger: str,
+    sink_arg: str,
+    rate: int,
+    seconds: float,
+    sample: Path,
+    arrivals: list,
+    seen: Callable[[], bool],
+) -> dict:
+    """``logstream rules`` into ``sink_arg`` for ``seconds`` after ``seen()`` (the first
+    alert); console alerts are appended to ``arrivals``."""
     cmd = [sys.executable, "-m", "logstream", "rules", "--source", "rate", "--rate", str(rate)]
     cmd += ["--rate-sample", str(sample), "--format", "common", "--trigger", trigger]
     cmd += ["--sink", sink_arg, "--master", "local[2]", "--duration", f"{seconds + 120:.0f}s"]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": str(harness.REPO / "src")}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
     def read() -> None:
@@ -101,9 +103,9 @@ def run_once(trigger: str, sink: str, rate: int, seconds: float, sample: Path) -
         daemon=True,
     ).start()
     started = time.monotonic()
-    while not arrivals and proc.poll() is None and time.monotonic() - started < 180:
+    while not seen() and proc.poll() is None and time.monotonic() - started < 180:
         time.sleep(0.1)
-    if arrivals:
+    if seen():
         time.sleep(seconds)
     proc.terminate()
     try:
@@ -112,11 +114,8 @@ def run_once(trigger: str, sink: str, rate: int, seconds: float, sample: Path) -
         proc.kill()
         proc.wait()
     reader.join(timeout=5)
-    if httpd is not None:
-        httpd.shutdown()
-        httpd.server_close()
     time.sleep(0.5)
-    return {"arrivals": list(arrivals), "returncode": proc.returncode, "stderr": "".join(errors)}
+    return {"returncode": proc.returncode, "stderr": "".join(errors)}
 
 
 def summarise(arrivals: list[tuple[float, dict]], warmup: float) -> dict:
@@ -148,14 +147,13 @@ def summarise(arrivals: list[tuple[float, dict]], warmup: float) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__.splitlines()[0], "trigger-latency")
     parser.add_argument("--rate", type=int, default=1000, help="lines per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="measured run length")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds left out first")
     parser.add_argument("--only", action="append", help="run only these --trigger values")
-    parser.add_argument("--json", default=str(REPO / "bench" / "results" / "trigger-latency.json"))
     args = parser.parse_args()
-    sample = data_dir() / SAMPLE
+    sample = harness.data_file(SAMPLE)
     results = []
     for label, trigger, sink in RUNS:
         if args.only and trigger not in args.only:
@@ -183,7 +181,7 @@ def main() -> int:
     out = {
         "benchmark": "bench/bench_trigger_latency.py",
         "when": datetime.now().astimezone().isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": harness.machine(),
         "load_average_at_end": os.getloadavg(),
         "rate_lines_per_s": args.rate,
         "seconds_per_run": args.seconds,
@@ -192,10 +190,9 @@ def main() -> int:
         "latency": "sink arrival time - time the rate source made the line (generated_at)",
         "results": results,
     }
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    harness.write_result(out, args.out, show=False)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    harness.run(main)

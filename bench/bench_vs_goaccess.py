@@ -51,118 +51,36 @@ Usage::
     python bench/bench_vs_goaccess.py [--days 31] [--files-per-trigger 31] [--skip-live]
         [--live-rate 10000] [--live-seconds 120] [--live-clock replay|wall|both]
         [--rows batch,backfill_full,...]
-        [--bot-model DIR]
+        [--bot-model DIR] [--out bench/results/vs-goaccess.json]
 
-``--rows`` runs only the rows named (GoAccess always runs: every ratio is of one run).
+``--rows`` runs only the rows named (GoAccess always runs: every ratio is of one run);
+``--rows "" --live-clock wall --live-seconds 1200 --out bench/results/soak-20min.json`` is
+the 20-minute soak.
 """
 
 from __future__ import annotations
 
-import argparse
-import http.server
-import json
-import os
-import platform
-import shutil
 import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.build_july import build_july, input_dir
-
-RESULTS = Path(__file__).resolve().parent / "results"
-LOGSTREAM = [sys.executable, "-m", "logstream"]
-
-
-def ensure_goaccess() -> str:
-    """The goaccess binary, installed with apt-get when missing."""
-    found = shutil.which("goaccess")
-    if found:
-        return found
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "goaccess"], check=True, env=env)
-    found = shutil.which("goaccess")
-    if not found:
-        raise SystemExit("goaccess could not be installed")
-    return found
-
-
-def timed(cmd: list[str], stdin_files: list[Path] | None = None) -> float:
-    """Wall seconds of one process; fails loudly when it fails."""
-    env = {**os.environ, "LOGSTREAM_SPARK_UI": "false"}
-    t0 = time.perf_counter()
-    if stdin_files is None:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    else:
-        feeder = subprocess.Popen(["cat", *map(str, stdin_files)], stdout=subprocess.PIPE)
-        done = subprocess.run(cmd, env=env, stdin=feeder.stdout, capture_output=True, text=True)
-        feeder.wait()
-    seconds = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
-    return seconds
-
-
-def goaccess_seconds(goaccess: str, files: list[Path], report: Path) -> float:
-    """Wall seconds of GoAccess fed ``files`` on stdin, writing its JSON ``report``."""
-    cmd = [goaccess, "-", "--log-format=COMMON", "--no-ip-validation", "-o", str(report)]
-    return timed(cmd, stdin_files=files)
-
-
-def batch_seconds(files: list[Path], report: Path) -> float:
-    """Wall seconds of ``logstream batch`` on the folder of ``files``, writing ``report``."""
-    cmd = [*LOGSTREAM, "batch", str(files[0].parent), "--format", "common", "--quiet"]
-    return timed([*cmd, "--json", str(report)])
-
-
-def landing_dir(files: list[Path], tmp: Path) -> Path:
-    """A directory holding exactly ``files`` (symlinks, modification times in day order)."""
-    landing = tmp / "landing"
-    landing.mkdir()
-    for i, f in enumerate(files):
-        link = landing / f.name
-        link.symlink_to(f)
-        os.utime(link, (1_000_000 + i, 1_000_000 + i), follow_symlinks=False)
-    return landing
-
-
-def run_args(tmp: Path, landing: Path, *extra: str) -> list[str]:
-    return [
-        *LOGSTREAM,
-        "run",
-        "--input-dir",
-        str(landing),
-        "--format",
-        "common",
-        "--output-dir",
-        str(tmp / "out"),
-        "--state-dir",
-        str(tmp / "state"),
-        "--no-dashboard",
-        "--quiet",
-        *extra,
-    ]
-
+from bench import harness
 
 #: The outputs of the pipeline before reference data.
 NO_REFERENCE = "traffic_per_minute,trending_pages,unique_visitors,sessions,top_clients,alerts"
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "reference"
+EXAMPLES = harness.REPO / "examples" / "reference"
 REFERENCE_ARGS = (
     "--reference",
     f"sections={EXAMPLES / 'sections-nasa.csv'}",
     "--reference",
     f"networks={EXAMPLES / 'networks-crawlers.csv'}",
 )
-
-
 #: The rows of the report after ``goaccess``, in the order they run.
 ROWS = (
     "batch",
@@ -175,75 +93,33 @@ ROWS = (
     "backfill_webhook",
 )
 ELASTIC = "elastic_apache_logs_combined_2015.log.gz"
+#: Store reads of the live rows: the newest event time (epoch ms), the requests counted, the
+#: analytics state's rows after the newest micro-batch.
+NEWEST_EVENT_MS = "SELECT value FROM pipeline_state WHERE key = 'max_event_time_ms'"
+REQUESTS_SERVED = "SELECT SUM(requests) FROM traffic_per_minute"
+STATE_ROWS = "SELECT value FROM pipeline_state WHERE key = 'analytics_state_rows'"
 
 
 def train_bot_model(out: Path) -> Path:
     """A bots model trained (untimed) on the real elastic sample in ``$LOGSTREAM_DATA_DIR``."""
-    data = Path(os.environ.get("LOGSTREAM_DATA_DIR", Path(__file__).parents[2] / "shared/data"))
-    if not (data / ELASTIC).is_file():
-        raise SystemExit(f"{data / ELASTIC} is missing: set LOGSTREAM_DATA_DIR")
-    timed([*LOGSTREAM, "model", "train", "bots", "--input", str(data / ELASTIC), "--out", str(out)])
+    sample = harness.data_file(ELASTIC)
+    harness.timed(
+        [*harness.LOGSTREAM, "model", "train", "bots", "--input", str(sample), "--out", str(out)]
+    )
     return out
-
-
-class _Receiver(http.server.BaseHTTPRequestHandler):
-    """A webhook that takes every POST at once and counts the rows (JSON arrays) it got."""
-
-    rows = 0
-    posts = 0
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        type(self).rows += len(json.loads(body))
-        type(self).posts += 1
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def backfill_webhook(files: list[Path], per_trigger: int) -> tuple[float, int, int]:
     """``backfill_full`` with a webhook sink; returns (seconds, posts, rows received)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    try:
-        seconds = backfill(files, per_trigger, "all", "--sink", url)
-    finally:
-        server.shutdown()
-    return seconds, _Receiver.posts, _Receiver.rows
+    with harness.webhook_receiver() as (url, posts):
+        seconds = harness.backfill_seconds(files, per_trigger, "all", "--sink", url)
+    return seconds, len(posts), sum(len(rows) for _, rows in posts)
 
 
-def backfill(files: list[Path], per_trigger: int, queries: str, *extra: str) -> float:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-vs-goaccess-"))
-    try:
-        landing = landing_dir(files, tmp)
-        return timed(
-            run_args(
-                tmp,
-                landing,
-                "--trigger",
-                "available-now",
-                "--max-files-per-trigger",
-                str(per_trigger),
-                "--queries",
-                queries,
-                *extra,
-            )
-        )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def store_number(db: Path, sql: str) -> int | None:
-    """The number ``sql`` reads from the serving store, read-only (None before it has one)."""
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5) as conn:
-            row = conn.execute(sql).fetchone()
-    except sqlite3.Error:
-        return None
-    return int(row[0]) if row and row[0] is not None else None
+def number(db: Path, sql: str) -> int | None:
+    """An integer the store holds (None before it has one)."""
+    value = harness.store_value(db, sql)
+    return None if value is None else int(value)
 
 
 def micro_batches(db: Path) -> dict[str, Any]:
@@ -260,150 +136,147 @@ def micro_batches(db: Path) -> dict[str, Any]:
         "count": len(rows),
         "duration_s_p50_p95_max": [
             round(statistics.median(seconds), 2),
-            round(statistics.quantiles(seconds, n=20, method="inclusive")[18], 2),
+            round(harness.p95(seconds), 2),
             round(max(seconds), 2),
         ],
         "input_rows_median": statistics.median(r[1] or 0 for r in rows),
     }
 
 
-def newest_event_ms(db: Path) -> int | None:
-    """The store's newest event time (epoch ms)."""
-    return store_number(db, "SELECT value FROM pipeline_state WHERE key = 'max_event_time_ms'")
+class Feed:
+    """Chunk files landing in ``landing`` every 0.1 s, ``rate`` lines/s of ``lines`` in order
+    (with ``wall_clock``: restamped with the second they land, going round the input).
+
+    ``landed`` holds (landing time, mark): the chunk's newest event ms, or with the wall
+    clock the lines landed so far.
+    """
+
+    def __init__(self, lines: list[str], landing: Path, rate: int, wall_clock: bool) -> None:
+        self.lines, self.landing, self.rate, self.wall_clock = lines, landing, rate, wall_clock
+        self.per_tick = max(1, rate // 10)
+        self.landed: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+
+    def _feed(self) -> None:
+        lines, per_tick = self.lines, self.per_tick
+        pos, n, tick = 100, 0, time.monotonic()
+        while not self.stop.is_set():
+            start = pos % len(lines) if self.wall_clock else pos  # restamped lines go round
+            chunk = lines[start : start + per_tick]
+            if len(chunk) < per_tick:  # the end of the input
+                if not self.wall_clock:
+                    break
+                chunk = (chunk + lines)[:per_tick]
+            pos += per_tick
+            part = self.landing.parent / f".part-{n}"
+            if self.wall_clock:
+                stamp = harness.clf_stamp()
+                chunk = [harness.stamped(x, stamp) for x in chunk]
+            part.write_text("".join(chunk))
+            part.rename(self.landing / f"feed-{n:06d}.log")
+            mark = pos if self.wall_clock else max(harness.event_ms(x) for x in chunk)
+            self.landed.append((time.monotonic(), mark))
+            n += 1
+            tick += 0.1
+            self.stop.wait(max(0.0, tick - time.monotonic()))
 
 
-def requests_served(db: Path) -> int | None:
-    """Requests counted in the store's ``traffic_per_minute`` (every window is kept)."""
-    return store_number(db, "SELECT SUM(requests) FROM traffic_per_minute")
-
-
-def stamped(line: str, stamp: str) -> str:
-    """``line`` with its Common Log Format timestamp replaced by ``stamp``."""
-    return line[: line.index("[") + 1] + stamp + line[line.index("]") :]
-
-
-def clf_stamp(epoch_s: float | None = None) -> str:
-    """``epoch_s`` (default: now) as a Common Log Format timestamp, to the second (UTC)."""
-    return time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(epoch_s))
-
-
-def event_ms(line: str) -> int:
-    """Epoch ms of a Common Log Format line's timestamp (oracle-free: strptime)."""
-    from datetime import datetime
-
-    text = line[line.index("[") + 1 : line.index("]")]
-    return int(datetime.strptime(text, "%d/%b/%Y:%H:%M:%S %z").timestamp() * 1000)
+def start_live(
+    tmp: Path, lines: list[str], wall_clock: bool, trigger: str, progress_sql: str
+) -> subprocess.Popen:
+    """Seed ``tmp/landing`` with 100 lines, start ``logstream run`` on it and wait until its
+    store holds data (the JVM and the first micro-batch)."""
+    landing = tmp / "landing"
+    landing.mkdir()
+    seed = lines[:100]
+    if wall_clock:
+        seed = [harness.stamped(x, harness.clf_stamp()) for x in seed]
+    (landing / "seed.log").write_text("".join(seed))
+    errors = tmp / "stderr.log"  # a file, not a pipe nobody reads while it runs
+    argv = harness.run_argv(
+        tmp, "--input-dir", str(landing), "--no-dashboard", "--trigger", trigger
+    )
+    with errors.open("w") as err:
+        proc = subprocess.Popen(
+            argv, env=harness.bench_env(), stdout=subprocess.DEVNULL, stderr=err
+        )
+    started = time.monotonic()
+    while number(tmp / "out" / "logstream.db", progress_sql) is None:
+        if proc.poll() is not None or time.monotonic() - started > 180:
+            proc.kill()
+            raise SystemExit(f"the pipeline did not start: {errors.read_text()[-3000:]}")
+        time.sleep(0.1)
+    return proc
 
 
 def live(
     files: list[Path], rate: int, seconds: int, wall_clock: bool = False, trigger: str = "2 seconds"
 ) -> dict:
-    """Feed ``rate`` lines/s of the July input, in order, for ``seconds`` and measure
-    line-to-store latency per chunk; with ``wall_clock`` every line is stamped with the second
-    it lands (see the module docstring)."""
-    tmp = Path(tempfile.mkdtemp(prefix="bench-live-"))
-    landing = tmp / "landing"
-    landing.mkdir()
-    lines = [line for f in files for line in f.read_text().splitlines(keepends=True)]
-    seed = lines[:100]
-    if wall_clock:
-        seed = [stamped(x, clf_stamp()) for x in seed]
-    (landing / "seed.log").write_text("".join(seed))
-    errors = (tmp / "stderr.log").open("w")  # a file, not a pipe nobody reads while it runs
-    proc = subprocess.Popen(
-        run_args(tmp, landing, "--trigger", trigger),
-        env={**os.environ, "LOGSTREAM_SPARK_UI": "false"},
-        stdout=subprocess.DEVNULL,
-        stderr=errors,
-        text=True,
-    )
-    db = tmp / "out" / "logstream.db"
-    started = time.monotonic()
-    # a chunk is in the store when the store's newest event time (replayed clock) or its
-    # request count (wall clock: many chunks share a second) reaches it
-    progress = requests_served if wall_clock else newest_event_ms
-    while progress(db) is None:  # the JVM and the first micro-batch
-        if proc.poll() is not None or time.monotonic() - started > 180:
-            proc.kill()
-            errors.close()
-            text = (tmp / "stderr.log").read_text()[-3000:]
-            raise SystemExit(f"the pipeline did not start: {text}")
-        time.sleep(0.1)
-    # (landing time, the chunk's newest event ms, or with the wall clock the lines so far)
-    landed: list[tuple[float, int]] = []
-    stop = threading.Event()
-    per_tick = max(1, rate // 10)  # a chunk every 0.1 s
-
-    def feed() -> None:
-        pos, n, tick = 100, 0, time.monotonic()
-        while not stop.is_set():
-            start = pos % len(lines) if wall_clock else pos  # restamped lines can go round
-            chunk = lines[start : start + per_tick]
-            if len(chunk) < per_tick:  # the end of the input
-                if not wall_clock:
+    """Feed ``rate`` lines/s of the July input for ``seconds`` and measure line-to-store
+    latency per chunk, memory and state every 5 s (see the module docstring)."""
+    with harness.scratch("bench-live-") as tmp:
+        lines = [line for f in files for line in f.read_text().splitlines(keepends=True)]
+        # a chunk is in the store when the store's newest event time (replayed clock) or its
+        # request count (wall clock: many chunks share a second) reaches it
+        progress_sql = REQUESTS_SERVED if wall_clock else NEWEST_EVENT_MS
+        proc = start_live(tmp, lines, wall_clock, trigger, progress_sql)
+        db = tmp / "out" / "logstream.db"
+        feed = Feed(lines, tmp / "landing", rate, wall_clock)
+        feed.thread.start()
+        latencies: list[float] = []
+        # (s since the feed began, RSS by process, state rows, the JVM's heap)
+        samples: list[tuple[float, dict[str, float], int | None, dict[str, float] | None]] = []
+        began = time.monotonic()
+        deadline = began + seconds
+        while time.monotonic() < deadline + 30:
+            newest = number(db, progress_sql)
+            now = time.monotonic()
+            if now <= deadline and (not samples or now - began - samples[-1][0] >= 5):
+                rss = harness.rss_mib_by_process(proc.pid)
+                samples.append(
+                    (now - began, rss, number(db, STATE_ROWS), harness.jvm_heap_mib(proc.pid))
+                )
+            landed = feed.landed
+            while (
+                len(latencies) < len(landed)
+                and newest is not None
+                and landed[len(latencies)][1] <= newest
+            ):
+                latencies.append(now - landed[len(latencies)][0])
+            if now > deadline:
+                feed.stop.set()
+                if len(latencies) >= len(landed):
                     break
-                chunk = (chunk + lines)[:per_tick]
-            pos += per_tick
-            part = tmp / f".part-{n}"
-            if wall_clock:
-                stamp = clf_stamp()
-                chunk = [stamped(x, stamp) for x in chunk]
-            part.write_text("".join(chunk))
-            part.rename(landing / f"feed-{n:06d}.log")
-            mark = pos if wall_clock else max(event_ms(x) for x in chunk)
-            landed.append((time.monotonic(), mark))
-            n += 1
-            tick += 0.1
-            stop.wait(max(0.0, tick - time.monotonic()))
+            time.sleep(0.1)
+        feed.stop.set()
+        feed.thread.join(5)
+        proc.terminate()
+        proc.wait(60)
+        batches = micro_batches(db)
+    return live_report(feed, latencies, samples, batches, seconds, trigger)
 
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-    latencies: list[float] = []
-    # (s since the feed began, RSS by process, state rows, the JVM's heap)
-    samples: list[tuple[float, dict[str, float], int | None, dict[str, float] | None]] = []
-    pending = 0
-    began = time.monotonic()
-    deadline = began + seconds
-    while time.monotonic() < deadline + 30:
-        newest = progress(db)
-        now = time.monotonic()
-        if now <= deadline and (not samples or now - began - samples[-1][0] >= 5):
-            samples.append(
-                (now - began, rss_mb_by_process(proc.pid), state_rows(db), jvm_heap_mb(proc.pid))
-            )
-        while pending < len(landed) and newest is not None and landed[pending][1] <= newest:
-            latencies.append(now - landed[pending][0])
-            pending += 1
-        if now > deadline:
-            stop.set()
-            if pending >= len(landed):
-                break
-        time.sleep(0.1)
-    stop.set()
-    feeder.join(5)
-    proc.terminate()
-    proc.wait(60)
-    errors.close()
-    batches = micro_batches(db)
-    shutil.rmtree(tmp, ignore_errors=True)
-    fed = len(landed) * per_tick
-    qs = (
-        statistics.quantiles(latencies, n=20, method="inclusive")
-        if len(latencies) > 1
-        else [None] * 19
-    )
-    # the same samples with the total RSS only
+
+def live_report(
+    feed: Feed,
+    latencies: list[float],
+    samples: list[tuple],
+    batches: dict,
+    seconds: int,
+    trigger: str,
+) -> dict[str, Any]:
+    """The figures of a live row: latency percentiles, micro-batches, memory and state."""
     totals = [(t, rss["total"], rows, heap) for t, rss, rows, heap in samples]
     return {
-        "event_time": "wall clock" if wall_clock else "replayed (1995)",
-        "rate_lines_per_s": rate,
+        "event_time": "wall clock" if feed.wall_clock else "replayed (1995)",
+        "rate_lines_per_s": feed.rate,
         "seconds": seconds,
         "trigger": trigger,
-        "lines_fed": fed,
-        "chunks_fed": len(landed),
+        "lines_fed": len(feed.landed) * feed.per_tick,
+        "chunks_fed": len(feed.landed),
         "chunks_seen_in_store": len(latencies),
         "latency_s_p50": round(statistics.median(latencies), 2) if latencies else None,
-        "latency_s_p95": round(qs[18], 2) if qs[18] is not None else None,
+        "latency_s_p95": round(harness.p95(latencies), 2) if len(latencies) > 1 else None,
         "latency_s_max": round(max(latencies), 2) if latencies else None,
         "micro_batches": batches,
         # the pipeline's processes (driver, JVM, Python workers) and its analytics state
@@ -440,84 +313,6 @@ def steady_state(samples: list[tuple], seconds: int) -> dict[str, object]:
     return out
 
 
-def rss_mb_by_process(pid: int) -> dict[str, float]:
-    """Resident memory (MiB) of ``pid`` and every process under it (Linux ``/proc``): in
-    total, of the JVM, of ``pid`` itself (the Python driver) and of the Python workers."""
-    kb = {"total": 0, "jvm": 0, "python_driver": 0, "python_workers": 0}
-    for p in _tree(pid):
-        try:
-            status = Path(f"/proc/{p}/status").read_text()
-            exe = _executable(p)
-        except OSError:
-            continue
-        rss = next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS")), 0)
-        kind = "python_driver" if p == pid else "jvm" if _is_jvm(exe) else "python_workers"
-        kb["total"] += rss
-        kb[kind] += rss
-    return {k: round(v / 1024, 1) for k, v in kb.items()}
-
-
-def _executable(pid: int) -> bytes:
-    """The program ``pid`` runs (the first word of its command line); OSError once gone."""
-    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
-
-
-def _is_jvm(executable: bytes) -> bool:
-    return b"java" in executable
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and every process under it (Linux ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo += children.get(p, [])
-    return found
-
-
-def jvm_heap_mb(pid: int) -> dict[str, float] | None:
-    """The heap of the JVM under ``pid`` (``jcmd GC.heap_info``, which forces no collection):
-    committed and used MiB of the whole heap and of the old generation, and the committed
-    metaspace. None without ``jcmd`` (a JRE) or a JVM."""
-    jcmd = shutil.which("jcmd")
-    if jcmd is None:
-        return None
-    for p in _tree(pid):
-        try:
-            if not _is_jvm(_executable(p)):
-                continue
-        except OSError:
-            continue
-        info = subprocess.run([jcmd, str(p), "GC.heap_info"], capture_output=True, text=True)
-        heap = {"committed": 0.0, "used": 0.0, "old_used": 0.0, "metaspace": 0.0}
-        for line in info.stdout.splitlines():
-            words = line.replace(",", " ").split()
-            if "total" in words and "used" in words:  # a generation: "total NK, used MK"
-                total = float(words[words.index("total") + 1].rstrip("K")) / 1024
-                used = float(words[words.index("used") + 1].rstrip("K")) / 1024
-                heap["committed"] += total
-                heap["used"] += used
-                if "Old" in words[0]:
-                    heap["old_used"] = used
-            elif words[:1] == ["Metaspace"] and "committed" in words:
-                heap["metaspace"] = float(words[words.index("committed") + 1].rstrip("K")) / 1024
-        return {k: round(v, 1) for k, v in heap.items()} if heap["committed"] else None
-    return None
-
-
-def state_rows(db: Path) -> int | None:
-    """The analytics state's rows after the newest micro-batch (``pipeline_state``)."""
-    return store_number(db, "SELECT value FROM pipeline_state WHERE key = 'analytics_state_rows'")
-
-
 def first_last_minute(samples: list[tuple], i: int) -> list:
     """Medians of field ``i`` of the samples of the first and of the last minute."""
     end = samples[-1][0] if samples else 0.0
@@ -526,9 +321,35 @@ def first_last_minute(samples: list[tuple], i: int) -> list:
     return [statistics.median(first) if first else None, statistics.median(last) if last else None]
 
 
+def time_rows(files: list[Path], rows: list[str], per: int, bot_model: Path | None) -> dict:
+    """Wall seconds of GoAccess and of each of ``rows``, one after the other."""
+    figures: dict[str, Any] = {"goaccess": harness.goaccess_seconds(files)}
+    options = {
+        "backfill_full": ("all",),
+        "backfill_ingest": ("none",),
+        "backfill_no_reference": (NO_REFERENCE,),
+        "backfill_reference": ("all", *REFERENCE_ARGS),
+        "backfill_json": ("all", "--output-format", "json"),
+    }
+    with harness.scratch("bench-vs-goaccess-") as tmp:
+        for row in rows:
+            if row == "batch":
+                figures[row] = harness.batch_seconds(files)
+            elif row == "backfill_bots":
+                model = bot_model or train_bot_model(tmp / "bots")
+                figures[row] = harness.backfill_seconds(
+                    files, per, "all", "--bot-model", str(model)
+                )
+            elif row == "backfill_webhook":
+                figures[row], posts, received = backfill_webhook(files, per)
+                figures["webhook_received"] = {"posts": posts, "rows": received}
+            else:
+                figures[row] = harness.backfill_seconds(files, per, *options[row])
+    return figures
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--days", type=int, default=31)
+    parser = harness.parser(__doc__, "vs-goaccess", days=True)
     parser.add_argument("--files-per-trigger", type=int, default=31)
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--live-rate", type=int, default=10_000)
@@ -537,63 +358,35 @@ def main() -> None:
     parser.add_argument(
         "--live-trigger", default="2 seconds", help='the live rows\' --trigger (e.g. "0s")'
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "vs-goaccess.json")
     parser.add_argument("--rows", default=",".join(ROWS), help="rows to run, comma-separated")
     parser.add_argument("--bot-model", type=Path, help="a bots model (default: train one)")
     args = parser.parse_args()
-    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    unknown = set(rows) - set(ROWS)
-    if unknown:
-        raise SystemExit(f"unknown rows {sorted(unknown)}: choose from {', '.join(ROWS)}")
-    files = build_july(input_dir(args.days), args.days)
-    lines = 35272 * len(files)
-    goaccess = ensure_goaccess()
-    version = subprocess.run([goaccess, "--version"], capture_output=True, text=True)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-vs-goaccess-"))
-    figures: dict[str, float] = {}
-    figures["goaccess"] = goaccess_seconds(goaccess, files, tmp / "g.json")
-    per = args.files_per_trigger
-    if "batch" in rows:
-        figures["batch"] = batch_seconds(files, tmp / "r.json")
-    if "backfill_full" in rows:
-        figures["backfill_full"] = backfill(files, per, "all")
-    if "backfill_ingest" in rows:
-        figures["backfill_ingest"] = backfill(files, per, "none")
-    if "backfill_no_reference" in rows:
-        figures["backfill_no_reference"] = backfill(files, per, NO_REFERENCE)
-    if "backfill_reference" in rows:
-        figures["backfill_reference"] = backfill(files, per, "all", *REFERENCE_ARGS)
-    if "backfill_bots" in rows:
-        model = args.bot_model or train_bot_model(tmp / "bots")
-        figures["backfill_bots"] = backfill(files, per, "all", "--bot-model", str(model))
-    if "backfill_json" in rows:
-        figures["backfill_json"] = backfill(files, per, "all", "--output-format", "json")
-    webhook = None
-    if "backfill_webhook" in rows:
-        figures["backfill_webhook"], posts, received = backfill_webhook(files, per)
-        webhook = {"posts": posts, "rows": received}
-    shutil.rmtree(tmp, ignore_errors=True)
+    asked = {r.strip() for r in args.rows.split(",") if r.strip()}
+    if asked - set(ROWS):
+        raise SystemExit(f"unknown rows {sorted(asked - set(ROWS))}: choose from {', '.join(ROWS)}")
+    files = harness.july_files(args.days)
+    lines = harness.NASA_DAY_LINES * len(files)
+    rows = [r for r in ROWS if r in asked]
+    figures = time_rows(files, rows, args.files_per_trigger, args.bot_model)
+    webhook = figures.pop("webhook_received", None)
     report = {
         "input": f"NASA day x{len(files)} (bench/build_july.py), {lines:,} lines",
         "files_per_trigger": args.files_per_trigger,
-        "goaccess_version": (version.stdout or version.stderr).splitlines()[0],
+        "goaccess_version": harness.goaccess_version(),
         "wall_s": {k: round(v, 2) for k, v in figures.items()},
         "lines_per_s": {k: round(lines / v) for k, v in figures.items()},
         "vs_goaccess": {k: round(figures["goaccess"] / v, 3) for k, v in figures.items()},
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+        "machine": harness.machine(),
     }
     if webhook is not None:
         report["webhook_received"] = webhook
-    if not args.skip_live and args.live_clock in ("replay", "both"):
-        report["live"] = live(files, args.live_rate, args.live_seconds, False, args.live_trigger)
-    if not args.skip_live and args.live_clock in ("wall", "both"):
-        report["live_wall"] = live(
-            files, args.live_rate, args.live_seconds, True, args.live_trigger
-        )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
+    for key, wall_clock, clock in (("live", False, "replay"), ("live_wall", True, "wall")):
+        if not args.skip_live and args.live_clock in (clock, "both"):
+            report[key] = live(
+                files, args.live_rate, args.live_seconds, wall_clock, args.live_trigger
+            )
+    harness.write_result(report, args.out)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)

@@ -1,5 +1,5 @@
-"""The DStream edition beside Structured Streaming on the same replay (issue 5/6, the book's
-comparison of Part II and Part III).
+"""The DStream edition beside Structured Streaming on the same replay (the book's comparison
+of Part II and Part III).
 
 The first lines of the real 1995-07-09 NASA day are replayed into a directory at
 ``--speedup`` event seconds per wall second while ``logstream dstream run --dir`` watches it
@@ -16,38 +16,34 @@ One run, 2 cores.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
+import gzip
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
-DAY = "NASA_access_log_Jul95_day09.log.gz"
-LOGSTREAM = [sys.executable, "-m", "logstream"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
+
+DAY = harness.NASA_DAY_FILE
+LOGSTREAM = harness.LOGSTREAM
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__.splitlines()[0], "editions-side-by-side")
     parser.add_argument("--lines", type=int, default=6000)
     parser.add_argument("--speedup", type=float, default=720.0)
     parser.add_argument("--batch", default="5s")
     args = parser.parse_args()
-    data = Path(os.environ.get("LOGSTREAM_DATA_DIR", Path(__file__).parents[2] / "shared/data"))
-    import gzip
-    from datetime import datetime
-
-    with gzip.open(data / DAY, "rt", encoding="utf-8", errors="replace") as fh:
+    data = harness.data_dir()
+    with gzip.open(harness.data_file(DAY), "rt", encoding="utf-8", errors="replace") as fh:
         head = [next(fh) for _ in range(args.lines)]
     stamp = lambda line: datetime.strptime(line.split("[", 1)[1][:26], "%d/%b/%Y:%H:%M:%S %z")  # noqa: E731
     span_s = (stamp(head[-1]) - stamp(head[0])).total_seconds()
     feed_s = span_s / args.speedup
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+    with harness.scratch("editions-") as work:
         landing = work / "landing"
         landing.mkdir()
         dstream_db, stream_db = work / "dstream.db", work / "stream.db"
@@ -127,10 +123,8 @@ def main() -> None:
         "structured": {"status_classes": s_status, "busiest_window": s_top},
         "status_classes_equal": d_status == s_status,
     }
-    print(json.dumps(result, indent=2))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "editions-side-by-side.json").write_text(json.dumps(result, indent=2) + "\n")
+    harness.write_result(result, args.out)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)

@@ -1,4 +1,4 @@
-"""Cluster drift of streaming k-means over the real NASA day (issue 5/6; book Ch. 28).
+"""Cluster drift of streaming k-means over the real NASA day (book Ch. 28).
 
 The DStream edition's k-means (``logstream.dstream.kmeans``) is fed the 1995-07-09 NASA day
 through ``queueStream``, one RDD per hour of event time (24 batches), and the centers and
@@ -12,45 +12,37 @@ One run, ``local[2]``.
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import json
-import os
 import sqlite3
 import sys
-import tempfile
 from itertools import groupby
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
-RESULTS = Path(__file__).resolve().parent / "results"
-DAY = "NASA_access_log_Jul95_day09.log.gz"
+DAY = harness.NASA_DAY_FILE
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__.splitlines()[0], "kmeans-drift")
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--half-life", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
 
-    from logstream.config import SparkSettings
     from logstream.dstream import streaming_context
     from logstream.dstream.kmeans import FEATURES, KMeansSettings, build_kmeans_streams
-    from logstream.session import get_spark
 
-    data = Path(os.environ.get("LOGSTREAM_DATA_DIR", Path(__file__).parents[2] / "shared/data"))
-    with gzip.open(data / DAY, "rt", encoding="utf-8", errors="replace") as fh:
-        lines = [line.rstrip("\n") for line in fh]
+    lines = harness.nasa_day_lines()
     hour = lambda line: line[line.index("[") + 1 : line.index("[") + 15]  # noqa: E731
     hours = [(h, list(g)) for h, g in groupby(lines, key=hour)]
 
-    spark = get_spark(SparkSettings(master="local[2]", ui_enabled=False, app_name="kmeans"))
+    spark = harness.spark_session(master="local[2]", app_name="kmeans")
     sc = spark.sparkContext
     settings = KMeansSettings(k=args.k, half_life_batches=args.half_life, seed=args.seed)
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "store.db"
+    with harness.scratch("kmeans-") as tmp:
+        db = tmp / "store.db"
         ssc = streaming_context(sc, 1.0)
         build_kmeans_streams(
             ssc.queueStream([sc.parallelize(g, 2) for _, g in hours]), settings, db
@@ -84,7 +76,6 @@ def main() -> None:
         out.append({"hour": label, "clusters": clusters})
         cells = "  ".join(f"{c['points']:>4} {c['weight']:>7.1f} {c['center']}" for c in clusters)
         print(f"{label}  {sum(c['points'] for c in clusters):>6}  {cells}")
-    RESULTS.mkdir(exist_ok=True)
     result = {
         "input": f"{DAY}: 24 batches, one per hour of event time (queueStream)",
         "k": settings.k,
@@ -93,10 +84,8 @@ def main() -> None:
         "features": list(FEATURES),
         "hours": out,
     }
-    path = RESULTS / "kmeans-drift.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written {path}")
+    harness.write_result(result, args.out, show=False)
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)

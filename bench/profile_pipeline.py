@@ -15,92 +15,25 @@ available-now`` and ``--max-files-per-trigger`` files per micro-batch, then read
 
 Usage::
 
-    python bench/profile_pipeline.py --label before   # bench/results/profile-before.json
-    python bench/profile_pipeline.py --days 10 --files-per-trigger 1 --label v2-fpt1
-    python bench/profile_pipeline.py --bot-model out/models/bots --label bots  # + bot_scores
+    python bench/profile_pipeline.py            # bench/results/profile-pipeline.json
+    python bench/profile_pipeline.py --days 10 --files-per-trigger 1 --out /tmp/fpt1.json
+    python bench/profile_pipeline.py --bot-model out/models/bots --out /tmp/bots.json
 
 One run, 2 local cores (``local[2]``); the figures are for this machine.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
-import shutil
 import sys
-import tempfile
 import time
-import urllib.request
 from collections import defaultdict
-from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from bench.build_july import build_july, input_dir
+from bench import harness
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
-
-
-def _get(url: str) -> list[dict]:
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return json.loads(resp.read())
-
-
-def _ts(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
-
-
-def spark_totals(
-    spark: Any, keys: dict[str, Callable[[dict], str]]
-) -> tuple[dict[str, dict[str, dict]], list[dict]]:
-    """The Spark jobs and stages of the session so far (the Spark UI's REST API), summed per
-    value of each key (``{name: function of a job}``, e.g. its description): jobs, stages,
-    ``job_wall_s`` (the jobs' wall time) and ``executor_run_s`` (their stages' executor run
-    time); and every stage that ran, with its job's keys, tasks, executor seconds and records."""
-    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
-    stages = {s["stageId"]: s for s in _get(f"{base}/stages")}
-    totals: dict[str, dict[str, dict]] = {
-        name: defaultdict(
-            lambda: {"jobs": 0, "stages": 0, "job_wall_s": 0.0, "executor_run_s": 0.0}
-        )
-        for name in keys
-    }
-    runs = []
-    for job in _get(f"{base}/jobs"):
-        labels = {name: key(job) for name, key in keys.items()}
-        rows = [totals[name][label] for name, label in labels.items()]
-        start, end = _ts(job.get("submissionTime")), _ts(job.get("completionTime"))
-        for row in rows:
-            row["jobs"] += 1
-            row["job_wall_s"] += end - start if start and end else 0.0
-        for sid in job.get("stageIds", []):
-            stage = stages.get(sid)
-            if stage is None or stage.get("status") == "SKIPPED":
-                continue
-            run_s = stage.get("executorRunTime", 0) / 1000
-            for row in rows:
-                row["stages"] += 1
-                row["executor_run_s"] += run_s
-            runs.append(
-                {
-                    **labels,
-                    "stage": sid,
-                    "name": stage.get("name", "")[:120],
-                    "tasks": stage.get("numTasks"),
-                    "executor_run_s": round(run_s, 2),
-                    "input_records": stage.get("inputRecords"),
-                    "shuffle_write_records": stage.get("shuffleWriteRecords"),
-                }
-            )
-    return totals, runs
 
 
 def profile(
@@ -110,23 +43,20 @@ def profile(
     extra: dict,
     conf: dict[str, str] | None = None,
 ) -> dict:
-    from logstream.config import SparkSettings
-    from logstream.pipeline import Pipeline, PipelineConfig
-    from logstream.session import get_spark
-
-    files = build_july(input_dir(days), days)
-    spark = get_spark(
-        SparkSettings(master="local[2]", ui_enabled=True, app_name="profile", extra=conf or {})
+    """Run the backfill once in this process and return where its time went."""
+    files = harness.july_files(days)
+    spark = harness.spark_session(
+        master="local[2]", ui_enabled=True, app_name="profile", extra=conf or {}
     )
-    tmp = Path(tempfile.mkdtemp(prefix="profile-"))
-    landing = tmp / "landing"
-    landing.mkdir()
-    for i, f in enumerate(files):
-        link = landing / f.name
-        link.symlink_to(f)
-        os.utime(link, (1_000_000 + i, 1_000_000 + i), follow_symlinks=False)
+    with harness.scratch("profile-") as tmp:
+        return _profile(spark, tmp, files, files_per_trigger, queries, extra, conf)
+
+
+def _profile(spark, tmp, files, files_per_trigger, queries, extra, conf) -> dict:
+    from logstream.pipeline import Pipeline, PipelineConfig
+
     cfg = PipelineConfig.build(
-        input_dir=landing,
+        input_dir=harness.landing_dir(files, tmp / "landing"),
         output_dir=tmp / "out",
         state_dir=tmp / "state",
         log_format="common",
@@ -164,7 +94,7 @@ def profile(
                 "triggerExecution", 0
             )
 
-    totals, dear = spark_totals(
+    totals, dear = harness.spark_totals(
         spark,
         {
             "query": lambda job: run_ids.get(job.get("jobGroup") or "", "(outside a query)"),
@@ -174,9 +104,9 @@ def profile(
     by_query, by_step = totals["query"], totals["step"]
     every_stage = sorted(dear, key=lambda s: s["stage"])
     dear = sorted(dear, key=lambda s: -s["executor_run_s"])
-    lines = 35272 * days
-    result = {
-        "input": f"NASA day x{days} (bench/build_july.py), {lines:,} lines",
+    lines = harness.NASA_DAY_LINES * len(files)
+    return {
+        "input": f"NASA day x{len(files)} (bench/build_july.py), {lines:,} lines",
         "ingest_steps_s": {k: round(v, 2) for k, v in pipeline.ingest.timings.items()}
         if hasattr(pipeline.ingest, "timings")
         else None,
@@ -189,28 +119,18 @@ def profile(
         "snapshot_rows_max": max((r for _, r in state_rows), default=0),
         "events_per_s": round(lines / wall),
         "per_query_progress": per_query,
-        "per_query_spark": {
-            q: {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
-            for q, row in by_query.items()
-        },
-        "per_step_spark": {
-            step: {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
-            for step, row in by_step.items()
-        },
+        "per_query_spark": harness.rounded(by_query),
+        "per_step_spark": harness.rounded(by_step),
         "dearest_stages": dear[:25],
         "stages": every_stage,
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
+        "machine": harness.machine(),
     }
-    shutil.rmtree(tmp, ignore_errors=True)
-    return result
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--days", type=int, default=31)
+    parser = harness.parser(__doc__, "profile-pipeline", days=True)
     parser.add_argument("--files-per-trigger", type=int, default=31)
     parser.add_argument("--queries", default="all")
-    parser.add_argument("--label", default="run")
     parser.add_argument("--bot-model", type=Path, help="score client windows with this model")
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
@@ -219,15 +139,13 @@ def main() -> None:
     extra = {"bot_model": str(args.bot_model)} if args.bot_model else {}
     conf = dict(item.split("=", 1) for item in args.conf)
     result = profile(args.days, args.files_per_trigger, args.queries, extra, conf)
-    out = RESULTS / f"profile-{args.label}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    harness.write_result(result, args.out, show=False)
     summary = {
         k: result[k]
         for k in ("pipeline_wall_s", "events_per_s", "ingest_steps_s", "per_step_spark")
     }
     print(json.dumps(summary, indent=2))
-    print(f"written {out}")
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)
