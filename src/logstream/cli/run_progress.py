@@ -1,0 +1,92 @@
+"""``logstream run``'s progress lines and its closing summary (standard error)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+
+from logstream.units import plural
+
+__all__ = ["follow_losses_text", "print_summary", "progress_printer"]
+
+
+def follow_losses_text(losses: dict[str, int] | None) -> str:
+    """``; N bytes (~M lines) lost to rotation …`` when the follow source lost any, else ``""``.
+
+    ``losses`` has the follow source's running ``lost_bytes`` and ``lost_lines`` (an
+    estimate), as a progress row's ``follow_losses`` or, with a ``follow_`` prefix, as
+    :meth:`~logstream.serving.ServingStore.follow_losses` returns them.
+    """
+    if not losses:
+        return ""
+    lost = losses.get("lost_bytes", losses.get("follow_lost_bytes", 0))
+    lines = losses.get("lost_lines", losses.get("follow_lost_lines", 0))
+    if not lost:
+        return ""
+    return (
+        f"; [yellow]{plural(lost, 'byte')} (~{plural(lines, 'line')}) lost to rotation"
+        "[/yellow] (docs/follow.md)"
+    )
+
+
+def progress_printer(console: Console, ref: list[Any]) -> Any:
+    """A progress listener printing one line per micro-batch of a query with input (or a new
+    follow loss): rows, rates, duration, watermark, state rows and the running totals.
+
+    ``ref`` holds the pipeline once it exists (empty before: nothing is printed).
+    """
+    reported = [0]  # lost bytes printed so far: a loss found in an empty micro-batch shows too
+
+    def show(row: dict[str, Any]) -> None:
+        lost = (row.get("follow_losses") or {}).get("lost_bytes", 0)
+        if not ref or not (row.get("num_input_rows") or lost > reported[0]):
+            return
+        reported[0] = max(reported[0], lost)
+        totals = ref[0].totals
+        state_rows = row.get("state_rows") or 0  # the deduplication operator's (Spark)
+        ingest = getattr(ref[0], "ingest", None)
+        if ingest is not None:  # open panes, sessions and series of the analytics snapshot
+            state_rows += ingest.state.last_rows or 0
+        watermark = row.get("watermark")
+        if row["query"] == "ingest":
+            # logstream's own event-time watermark (Spark's, with deduplication on, is the
+            # arrival-time watermark of that operator)
+            watermark = (
+                None
+                if totals.watermark_ms is None
+                else datetime.fromtimestamp(totals.watermark_ms / 1000, UTC).isoformat()
+            )
+        console.print(
+            f"[bold]{row['query']}[/bold] batch {row['batch_id']}: "
+            f"{plural(row['num_input_rows'], 'row')}, "
+            f"in {row.get('input_rows_per_s') or 0:,.0f}/s, "
+            f"processed {row.get('processed_rows_per_s') or 0:,.0f}/s, "
+            f"{row['batch_duration_ms']:,} ms; watermark {watermark or '-'}; "
+            f"state rows {state_rows:,}; events {totals.events:,}, "
+            f"late {totals.late_events:,}, quarantined {totals.quarantined:,}"
+            + (
+                f"; {plural(dups, 'duplicate')} dropped"
+                if (dups := row.get("duplicates_dropped"))
+                else ""
+            )
+            + follow_losses_text(row.get("follow_losses"))
+        )
+
+    return show
+
+
+def print_summary(console: Console, pipeline: Any, outputs: str) -> None:
+    """The closing line: events, late, quarantined, duplicates, micro-batches, ``outputs``
+    (where they are) and the follow source's losses."""
+    t = pipeline.totals
+    if pipeline.cfg.dedup:
+        dedup = f"{pipeline.store.counters()['duplicates']:,} duplicate lines dropped"
+    else:
+        dedup = "deduplication off"
+    console.print(
+        f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
+        f"quarantined, {dedup}, in {plural(t.batches, 'micro-batch')}; {outputs}"
+        + (follow_losses_text(pipeline.store.follow_losses()) if pipeline.cfg.follow else "")
+    )
