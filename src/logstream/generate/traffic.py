@@ -31,18 +31,15 @@ and among browser ``GET`` page views that are not 404, the page of rank *k* has 
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import random
-from bisect import bisect_right
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from logstream.errors import ConfigError
-from logstream.generate.agents import BROWSERS, CRAWLERS, SCANNERS, TOOLS
-from logstream.generate.site import PROBE_PATHS, Page, Site, build_site
+from logstream.generate.draws import LineDraws
+from logstream.generate.site import Page, Site, build_site
 from logstream.replay.reader import Record
 from logstream.replay.timeshift import format_clf_time
 from logstream.replay.units import parse_duration
@@ -62,28 +59,6 @@ DEFAULT_START = datetime(2024, 7, 1, tzinfo=UTC)
 #: A flash crowd with no page picks the page of this popularity rank (or the last page).
 DEFAULT_FLASH_RANK = 25
 _FORMATS = ("common", "combined")
-_MEAN_BURST = 40  # probes per 404 burst, mean of randint(20, 60)
-_SESSION_S = 1800.0
-_SEARCH = (
-    ("https://www.google.com/", 45),
-    ("-", 30),
-    ("https://www.bing.com/", 8),
-    ("https://duckduckgo.com/", 4),
-    ("https://www.facebook.com/", 4),
-    ("https://t.co/", 4),
-    ("https://www.reddit.com/", 3),
-    ("https://news.ycombinator.com/", 2),
-)
-_SOCIAL = (
-    ("https://news.ycombinator.com/", 35),
-    ("https://t.co/", 25),
-    ("https://www.reddit.com/r/technology/", 20),
-    ("https://www.facebook.com/", 10),
-    ("-", 10),
-)
-_QUERY_WORDS = ("pricing", "install", "battery", "warranty", "api", "login", "shipping", "solar")
-_ERRORS = ((500, 612), (502, 568), (503, 299), (504, 578))
-_NOT_FOUND_BYTES = 1_245
 
 
 @dataclass(frozen=True)
@@ -293,21 +268,6 @@ class GeneratedLine:
     kind: str
 
 
-def _ipv4(rng: random.Random) -> str:
-    while True:
-        a = rng.randint(1, 223)
-        if a not in (10, 100, 127, 169, 172, 192, 198):
-            return f"{a}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
-
-
-_V6_PREFIXES = (0x2A02, 0x2600, 0x2001, 0x2A01, 0x2607, 0x2409, 0x2804, 0x2A00)
-
-
-def _ipv6(rng: random.Random) -> str:
-    value = rng.choice(_V6_PREFIXES) << 112 | rng.getrandbits(48) << 64 | rng.getrandbits(64)
-    return str(ipaddress.IPv6Address(value))
-
-
 class TrafficGenerator:
     """Iterate over synthetic lines for a :class:`TrafficConfig`.
 
@@ -355,22 +315,19 @@ class TrafficGenerator:
         )
 
     def __iter__(self) -> Iterator[GeneratedLine]:
-        """Yield the lines in event-time order."""
+        """Yield the lines in event-time order.
+
+        The event clock advances by exponential gaps whose rate follows the daily curve and
+        the flash crowds in progress; each line is then drawn by :class:`LineDraws` (a probe,
+        else a request) and written in the configured format.
+        """
         c = self.config
-        site = self.site
         rng = random.Random(f"logstream-traffic:{c.seed}")
         combined = c.log_format == "combined"
         offset_minutes = c.offset_minutes
         start_s = c.start.timestamp()
         end_s = math.inf if c.duration_s is None else start_s + c.duration_s
         max_lines = c.max_lines if c.max_lines is not None else -1
-        base = f"https://{site.host}"
-
-        pages = site.pages
-        page_cum = list(_accumulate(site.page_weights))
-        n_pages = len(pages)
-        dead = site.dead_paths
-        asset_sizes = site.asset_sizes
         flashes = [
             (
                 start_s + f.start_offset_s,
@@ -380,71 +337,18 @@ class TrafficGenerator:
             )
             for f, p in zip(c.flash_crowds, self.flash_pages, strict=True)
         ]
+        draws = LineDraws(c, self.site, rng)
 
-        # Clients.
-        browser_cum = list(_accumulate(w for _, w, _ in BROWSERS))
-        visitors: list[tuple[str, str, str]] = []
-        for _ in range(c.n_visitors):
-            ua, _, proto = BROWSERS[_pick(rng, browser_cum)]
-            ip = _ipv6(rng) if rng.random() < c.ipv6_fraction else _ipv4(rng)
-            visitors.append((ip, ua, proto))
-        crawler_cum = list(_accumulate(cr.weight for cr in CRAWLERS))
-        crawler_ips = [
-            [f"{rng.choice(cr.ipv4_prefixes)}.{rng.randint(1, 254)}" for _ in range(6)]
-            + (
-                [
-                    str(
-                        ipaddress.IPv6Address(
-                            int(ipaddress.IPv6Address(cr.ipv6_prefix)) + rng.getrandbits(16)
-                        )
-                    )
-                ]
-                if cr.ipv6_prefix and c.ipv6_fraction > 0
-                else []
-            )
-            for cr in CRAWLERS
-        ]
-        tool_ips = [
-            f"{rng.choice((3, 18, 34, 35, 52, 54))}.{rng.randint(0, 255)}."
-            f"{rng.randint(0, 255)}.{rng.randint(1, 254)}"
-            for _ in range(8)
-        ]
-        search_cum = list(_accumulate(w for _, w in _SEARCH))
-        social_cum = list(_accumulate(w for _, w in _SOCIAL))
-        last_view: dict[int, tuple[str, float]] = {}
-
-        # Status thresholds.
-        t404 = c.not_found_fraction
-        t5xx = t404 + c.server_error_fraction
-        t304 = t5xx + c.not_modified_fraction
-        crawler_share = c.crawler_fraction
-        tool_share = crawler_share + c.tool_fraction
-        # 404 bursts: a renewal process whose probes are scan_fraction of all lines.
-        burst_start_p = (
-            0.0
-            if c.scan_fraction == 0
-            else 1.0 / (_MEAN_BURST / c.scan_fraction - 2 * _MEAN_BURST + 2)
-        )
-        burst_left = 0
-        burst_client = ("", "")
-
-        pending: deque[tuple[str, str, str, str, str]] = deque()  # ip, path, ref, ua, proto
         amplitude = c.daily_amplitude
-        peak = c.peak_hour
         two_pi_over_day = 2 * math.pi / 86400.0
-        local_shift = offset_minutes * 60 - peak * 3600
+        local_shift = offset_minutes * 60 - c.peak_hour * 3600
         t = start_s
         count = 0
         stamp_second = -1
         stamp = ""
 
         while count != max_lines:
-            extra = 0.0
-            active = None
-            for f_start, f_end, f_extra, f_page in flashes:
-                if f_start <= t < f_end:
-                    extra += f_extra
-                    active = (f_extra, f_page) if active is None or f_extra > active[0] else active
+            extra, active = _flash_load(flashes, t)
             curve = 1.0 + amplitude * math.cos((t + local_shift) * two_pi_over_day)
             t += rng.expovariate(c.rate_per_s * curve * (1.0 + extra))
             if t >= end_s:
@@ -454,126 +358,8 @@ class TrafficGenerator:
             if second != stamp_second:
                 stamp_second = second
                 stamp = format_clf_time(second, offset_minutes)
-
-            method = "GET"
-            query = ""
-            page_line = False
-            # 1. a scanner burst in progress, or starting now
-            if burst_left == 0 and burst_start_p and rng.random() < burst_start_p:
-                burst_left = rng.randint(20, 60)
-                burst_client = (_ipv4(rng), rng.choice(SCANNERS))
-                probe = True
-            else:
-                probe = burst_left > 0 and rng.random() < 0.5
-            if probe:
-                burst_left -= 1
-                ip, ua = burst_client
-                kind, path, ref, proto = "probe", rng.choice(PROBE_PATHS), "-", "HTTP/1.1"
-                if path in ("/wp-login.php", "/xmlrpc.php") and rng.random() < 0.5:
-                    method = "POST"
-                status, size = 404, _NOT_FOUND_BYTES
-            else:
-                n_pending = len(pending)
-                if n_pending and (n_pending > 40 or rng.random() * (n_pending + 2) < n_pending):
-                    ip, path, ref, ua, proto = pending.popleft()
-                    kind = "asset"
-                else:
-                    page_line = True
-                    u = rng.random()
-                    if active is not None and u * (1.0 + extra) < extra:
-                        kind = "flash"
-                        page = active[1]
-                        ip = _ipv6(rng) if rng.random() < c.ipv6_fraction else _ipv4(rng)
-                        ua, _, proto = BROWSERS[_pick(rng, browser_cum)]
-                        ref = _SOCIAL[_pick(rng, social_cum)][0]
-                        path = page.path
-                        for asset in page.assets:
-                            pending.append((ip, asset, base + path, ua, proto))
-                    else:
-                        u = rng.random()
-                        if u < crawler_share:
-                            kind = "crawler"
-                            i = _pick(rng, crawler_cum)
-                            ip, ua, proto, ref = (
-                                rng.choice(crawler_ips[i]),
-                                CRAWLERS[i].user_agent,
-                                "HTTP/1.1",
-                                "-",
-                            )
-                            r = rng.random()
-                            path = (
-                                "/robots.txt"
-                                if r < 0.03
-                                else "/sitemap.xml"
-                                if r < 0.05
-                                else pages[rng.randrange(n_pages)].path
-                            )
-                        elif u < tool_share:
-                            kind = "tool"
-                            ua = rng.choice(TOOLS)
-                            ip, proto, ref = rng.choice(tool_ips), "HTTP/1.1", "-"
-                            if "UptimeRobot" in ua:
-                                method, path = "HEAD", "/"
-                            else:
-                                path = (
-                                    "/feed.xml"
-                                    if rng.random() < 0.5
-                                    else pages[_pick(rng, page_cum)].path
-                                )
-                        else:
-                            v = int(c.n_visitors * rng.random() ** 2)
-                            ip, ua, proto = visitors[v]
-                            if rng.random() < 0.004:
-                                kind, method = "post", "POST"
-                                path = rng.choice(("/search/", "/support/contact.html"))
-                                ref = base + path
-                            else:
-                                kind = "page"
-                                page = pages[_pick(rng, page_cum)]
-                                path = page.path
-                                previous = last_view.get(v)
-                                in_session = previous is not None and t - previous[1] < _SESSION_S
-                                if in_session and rng.random() < 0.8:
-                                    ref = base + previous[0]
-                                else:
-                                    ref = _SEARCH[_pick(rng, search_cum)][0]
-                                last_view[v] = (path, t)
-                                if path == "/search/":
-                                    query = "?q=" + "+".join(
-                                        rng.sample(_QUERY_WORDS, rng.randint(1, 2))
-                                    )
-                                elif ref.startswith(("https://t.co/", "https://www.facebook.com/")):
-                                    query = "?utm_source=social&utm_medium=referral"
-                                # Within a session the shared assets are cached: only the page's
-                                # own images are fetched.
-                                for asset in page.assets:
-                                    if not in_session or asset.startswith("/images/"):
-                                        pending.append((ip, asset, base + path, ua, proto))
-                # status of a non-probe line
-                s = rng.random()
-                if s < t404:
-                    status, size = 404, _NOT_FOUND_BYTES
-                    if page_line:
-                        path, query = rng.choice(dead), ""
-                elif s < t5xx:
-                    status, size = _ERRORS[rng.randrange(4)]
-                elif s < t304:
-                    status, size = 304, 0
-                else:
-                    status = 200
-                    if kind == "asset":
-                        size = asset_sizes.get(path, 2_048)
-                    elif path in ("/robots.txt", "/sitemap.xml", "/feed.xml"):
-                        size = {"/robots.txt": 68, "/sitemap.xml": 18_422, "/feed.xml": 9_310}[path]
-                    else:
-                        page_obj = site.page(path)
-                        size = page_obj.size_bytes if page_obj is not None else 24_310
-                        if query or path.endswith("/"):
-                            size += rng.randint(-300, 300)
-                    if method == "HEAD":
-                        size = 0
-                    elif method == "POST":
-                        size = 3_184
+            line = draws.probe() or draws.request(t, active, extra)
+            kind, ip, ua, proto, method, path, query, ref, status, size = line
             size_text = str(size) if size else "-"
             if combined:
                 text = (
@@ -597,16 +383,18 @@ class TrafficGenerator:
             )
 
 
-def _accumulate(weights: Iterable[float]) -> Iterator[float]:
-    total = 0.0
-    for w in weights:
-        total += w
-        yield total
-
-
-def _pick(rng: random.Random, cum_weights: list[float]) -> int:
-    """Index drawn with the cumulative weights ``cum_weights`` (binary search)."""
-    return min(bisect_right(cum_weights, rng.random() * cum_weights[-1]), len(cum_weights) - 1)
+def _flash_load(
+    flashes: list[tuple[float, float, float, Page]], t: float
+) -> tuple[float, tuple[float, Page] | None]:
+    """The flash crowds in progress at ``t``: the sum of their extra rate factors, and the
+    strongest one as ``(extra_rate, page)`` (the first of equals; None for none)."""
+    extra = 0.0
+    active = None
+    for f_start, f_end, f_extra, f_page in flashes:
+        if f_start <= t < f_end:
+            extra += f_extra
+            active = (f_extra, f_page) if active is None or f_extra > active[0] else active
+    return extra, active
 
 
 def generate_lines(config: TrafficConfig | None = None) -> Iterator[str]:
