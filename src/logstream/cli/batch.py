@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -20,66 +20,74 @@ from logstream.cli.app import (
 from logstream.config import SparkSettings, validate_time_zone
 from logstream.errors import ConfigError
 
+PathsArgument = Annotated[
+    list[str],
+    typer.Argument(metavar="PATH", help="Log files (plain or .gz), directories or quoted globs."),
+]
+TopOption = Annotated[int, typer.Option("--top", "-n", min=1, help="Rows in each top-N table.")]
+JsonOption = Annotated[
+    Path | None, typer.Option("--json", help="Also write the report as JSON to this file.")
+]
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option("--html", help="Also write a self-contained HTML report (works offline)."),
+]
+QuarantineOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--quarantine",
+        help="Directory for unparseable lines (JSON Lines: raw_line, source_file, reason); "
+        "overwritten. Default: not written, only counted.",
+    ),
+]
+TimeZoneOption = Annotated[
+    str | None,
+    typer.Option(
+        "--time-zone",
+        help="IANA zone for calendar days and hours in the report. Default: the log's own "
+        "offset (each line's date as written; hours in its most common offset), as GoAccess.",
+        show_default=False,
+    ),
+]
+DropDuplicatesOption = Annotated[
+    bool,
+    typer.Option(
+        "--drop-duplicates",
+        help="Count identical lines once, as 'logstream run' does (a shipper's retries); "
+        "the report says how many were dropped. Default: every line counts.",
+    ),
+]
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Stop with an error on a corrupt or truncated input file. Default: quarantine "
+        "it as corrupt_file and count its readable lines.",
+    ),
+]
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Do not print the tables, nor the progress bar shown on a terminal.",
+    ),
+]
+
 
 @app.command()
 def batch(
-    paths: Annotated[
-        list[str],
-        typer.Argument(
-            metavar="PATH", help="Log files (plain or .gz), directories or quoted globs."
-        ),
-    ],
+    paths: PathsArgument,
     log_format: FormatOption = "auto",
-    top: Annotated[int, typer.Option("--top", "-n", min=1, help="Rows in each top-N table.")] = 10,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the report as JSON to this file.")
-    ] = None,
-    html_path: Annotated[
-        Path | None,
-        typer.Option("--html", help="Also write a self-contained HTML report (works offline)."),
-    ] = None,
-    quarantine_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--quarantine",
-            help="Directory for unparseable lines (JSON Lines: raw_line, source_file, reason); "
-            "overwritten. Default: not written, only counted.",
-        ),
-    ] = None,
-    time_zone: Annotated[
-        str | None,
-        typer.Option(
-            "--time-zone",
-            help="IANA zone for calendar days and hours in the report. Default: the log's own "
-            "offset (each line's date as written; hours in its most common offset), as GoAccess.",
-            show_default=False,
-        ),
-    ] = None,
-    drop_duplicates: Annotated[
-        bool,
-        typer.Option(
-            "--drop-duplicates",
-            help="Count identical lines once, as 'logstream run' does (a shipper's retries); "
-            "the report says how many were dropped. Default: every line counts.",
-        ),
-    ] = False,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict",
-            help="Stop with an error on a corrupt or truncated input file. Default: quarantine "
-            "it as corrupt_file and count its readable lines.",
-        ),
-    ] = False,
+    top: TopOption = 10,
+    json_path: JsonOption = None,
+    html_path: HtmlOption = None,
+    quarantine_path: QuarantineOption = None,
+    time_zone: TimeZoneOption = None,
+    drop_duplicates: DropDuplicatesOption = False,
+    strict: StrictOption = False,
     reference: ReferenceOption = None,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet",
-            "-q",
-            help="Do not print the tables, nor the progress bar shown on a terminal.",
-        ),
-    ] = False,
+    quiet: QuietOption = False,
     master: MasterOption = None,
     conf: ConfOption = None,
 ) -> None:
@@ -92,11 +100,10 @@ def batch(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from rich.console import Console
-    from rich.markup import escape
 
     from logstream.parsing import parse, resolve_format
     from logstream.reference import ReferenceTables, parse_reference_options
-    from logstream.report import build_report, render_html, render_terminal
+    from logstream.report import build_report
     from logstream.report.progress import SparkProgress, progress_enabled
     from logstream.session import get_spark
     from logstream.sources import (
@@ -106,7 +113,7 @@ def batch(
         read_lines,
         sample_lines,
     )
-    from logstream.sources.files import skipped_files, skipped_note
+    from logstream.sources.files import skipped_files
     from logstream.sources.integrity import check_files, raise_if_corrupt
 
     if time_zone is not None:
@@ -152,9 +159,23 @@ def batch(
     report["general"]["skipped_files"] = skipped
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
+    _show_and_write(report, quiet=quiet, json_path=json_path, html_path=html_path)
+
+
+def _show_and_write(
+    report: dict[str, Any], *, quiet: bool, json_path: Path | None, html_path: Path | None
+) -> None:
+    """Print the report's tables (unless ``quiet``) and the skipped files' warning, then write
+    the JSON and HTML reports asked for."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from logstream.report import render_html, render_terminal
+    from logstream.sources.files import skipped_note
+
     if not quiet:
         render_terminal(report)
-    note = skipped_note(skipped)
+    note = skipped_note(report["general"]["skipped_files"])
     if note:  # after the tables, with the report's summary (on standard error: not a table)
         Console(stderr=True, highlight=False).print(f"[yellow]warning:[/yellow] {escape(note)}")
     if json_path:

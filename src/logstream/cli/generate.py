@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,10 @@ from logstream.cli.replay import (
 )
 from logstream.errors import ConfigError
 from logstream.units import plural
+
+if TYPE_CHECKING:
+    from logstream.generate import TrafficGenerator
+    from logstream.replay.sinks import LineSink
 
 
 def parse_start(text: str) -> datetime:
@@ -42,106 +46,97 @@ def parse_start(text: str) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+RateOption = Annotated[
+    float, typer.Option("--rate", help="Mean lines per simulated second (daily average).")
+]
+DurationOption = Annotated[
+    str,
+    typer.Option("--duration", help="Simulated time to cover (90s, 10m, 1h, 2d); 0 for no limit."),
+]
+LinesOption = Annotated[
+    int | None, typer.Option("--lines", min=1, help="Stop after this many lines.")
+]
+StartOption = Annotated[
+    str,
+    typer.Option(
+        "--start",
+        help="Start of simulated time, ISO 8601 with offset (written in every line), or 'now'.",
+    ),
+]
+ZipfOption = Annotated[
+    float, typer.Option("--zipf", help="Zipf exponent of page popularity (rank k ∝ k^-s).")
+]
+FlashCrowdOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--flash-crowd",
+        metavar="SPEC",
+        help="START,DURATION,MULTIPLIER[,PAGE]: a page suddenly trending: from START after "
+        "the start, for DURATION, "
+        "the request rate is MULTIPLIER× and the extra requests are for PAGE "
+        "(default: the page of popularity rank 25). Repeatable. "
+        "Example: 30m,10m,8,/news/launch.html",
+    ),
+]
+
+
+def _share(flag: str, help: str, most: float = 1.0) -> Any:
+    """A ``--…-fraction`` option: a share from 0 to ``most``."""
+    return typer.Option(flag, min=0.0, max=most, metavar="SHARE", help=help)
+
+
+CrawlerOption = Annotated[
+    float, _share("--crawler-fraction", "Share of requests made by crawlers.")
+]
+Ipv6Option = Annotated[float, _share("--ipv6-fraction", "Share of IPv6 visitors.")]
+NotFoundOption = Annotated[
+    float,
+    _share("--not-found-fraction", "Share of 404 answers (broken links), besides scanner bursts."),
+]
+ServerErrorOption = Annotated[float, _share("--server-error-fraction", "Share of 5xx.")]
+ScanOption = Annotated[
+    float,
+    _share("--scan-fraction", "Share of lines that are scanner probes in 404 bursts.", 0.49),
+]
+OutOption = Annotated[
+    str | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Write to this file as fast as possible (.gz compresses; - is standard output).",
+    ),
+]
+SpeedupOption = Annotated[
+    float | None,
+    typer.Option(
+        "--speedup",
+        help="With --tcp/--dir: simulated seconds per wall second (default 1: real time).",
+    ),
+]
+
+
 @app.command()
 def generate(
     log_format: Annotated[
         str, typer.Option("--format", "-f", help="Log format: combined or common.")
     ] = "combined",
-    rate: Annotated[
-        float, typer.Option("--rate", help="Mean lines per simulated second (daily average).")
-    ] = 20.0,
-    duration: Annotated[
-        str,
-        typer.Option(
-            "--duration", help="Simulated time to cover (90s, 10m, 1h, 2d); 0 for no limit."
-        ),
-    ] = "1h",
-    lines: Annotated[
-        int | None, typer.Option("--lines", min=1, help="Stop after this many lines.")
-    ] = None,
+    rate: RateOption = 20.0,
+    duration: DurationOption = "1h",
+    lines: LinesOption = None,
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same output.")] = 0,
-    start: Annotated[
-        str,
-        typer.Option(
-            "--start",
-            help="Start of simulated time, ISO 8601 with offset (written in every line), or 'now'.",
-        ),
-    ] = "2024-07-01T00:00:00+00:00",
+    start: StartOption = "2024-07-01T00:00:00+00:00",
     pages: Annotated[int, typer.Option("--pages", min=1, help="Pages of the site.")] = 300,
-    zipf: Annotated[
-        float, typer.Option("--zipf", help="Zipf exponent of page popularity (rank k ∝ k^-s).")
-    ] = 1.0,
-    flash_crowd: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--flash-crowd",
-            metavar="SPEC",
-            help="START,DURATION,MULTIPLIER[,PAGE]: a page suddenly trending: from START after "
-            "the start, for DURATION, "
-            "the request rate is MULTIPLIER× and the extra requests are for PAGE "
-            "(default: the page of popularity rank 25). Repeatable. "
-            "Example: 30m,10m,8,/news/launch.html",
-        ),
-    ] = None,
-    crawler_fraction: Annotated[
-        float,
-        typer.Option(
-            "--crawler-fraction",
-            min=0.0,
-            max=1.0,
-            metavar="SHARE",
-            help="Share of requests made by crawlers.",
-        ),
-    ] = 0.12,
-    ipv6_fraction: Annotated[
-        float,
-        typer.Option(
-            "--ipv6-fraction", min=0.0, max=1.0, metavar="SHARE", help="Share of IPv6 visitors."
-        ),
-    ] = 0.2,
-    not_found_fraction: Annotated[
-        float,
-        typer.Option(
-            "--not-found-fraction",
-            min=0.0,
-            max=1.0,
-            metavar="SHARE",
-            help="Share of 404 answers (broken links), besides scanner bursts.",
-        ),
-    ] = 0.02,
-    server_error_fraction: Annotated[
-        float,
-        typer.Option(
-            "--server-error-fraction", min=0.0, max=1.0, metavar="SHARE", help="Share of 5xx."
-        ),
-    ] = 0.003,
-    scan_fraction: Annotated[
-        float,
-        typer.Option(
-            "--scan-fraction",
-            min=0.0,
-            max=0.49,
-            metavar="SHARE",
-            help="Share of lines that are scanner probes in 404 bursts.",
-        ),
-    ] = 0.01,
-    out: Annotated[
-        str | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Write to this file as fast as possible (.gz compresses; - is standard output).",
-        ),
-    ] = None,
+    zipf: ZipfOption = 1.0,
+    flash_crowd: FlashCrowdOption = None,
+    crawler_fraction: CrawlerOption = 0.12,
+    ipv6_fraction: Ipv6Option = 0.2,
+    not_found_fraction: NotFoundOption = 0.02,
+    server_error_fraction: ServerErrorOption = 0.003,
+    scan_fraction: ScanOption = 0.01,
+    out: OutOption = None,
     tcp: TcpOption = None,
     directory: DirOption = None,
-    speedup: Annotated[
-        float | None,
-        typer.Option(
-            "--speedup",
-            help="With --tcp/--dir: simulated seconds per wall second (default 1: real time).",
-        ),
-    ] = None,
+    speedup: SpeedupOption = None,
     chunk_lines: ChunkLinesOption = 10_000,
     chunk_seconds: ChunkSecondsOption = "5s",
     wait: WaitOption = True,
@@ -155,8 +150,7 @@ def generate(
     --flash-crowd 1h,10m,8
     """
     from logstream.generate import FlashCrowd, TrafficConfig, TrafficGenerator
-    from logstream.replay import FileSink, Replayer, ReplayOptions, parse_duration
-    from logstream.replay.progress import ReplayProgress
+    from logstream.replay import parse_duration
 
     outputs = [o for o in (out, tcp, directory) if o is not None]
     if len(outputs) != 1:
@@ -185,25 +179,9 @@ def generate(
             f"flash crowd: {page} ×{crowd.multiplier:g} from +{crowd.start_offset_s:g} s "
             f"for {crowd.duration_s:g} s"
         )
-
     if out is not None:
-        sink = FileSink(out)
-        started = time.perf_counter()
-        count = 0
-        try:
-            for text in generator.lines():
-                sink.write(text)
-                count += 1
-        finally:
-            sink.close()
-        elapsed = time.perf_counter() - started
-        if not quiet and out != "-":
-            err_console.print(
-                f"wrote {plural(count, 'line')} to {out} in {elapsed:.2f} s "
-                f"({count / elapsed if elapsed else 0:,.0f} lines/s)"
-            )
+        _write_file(generator, out, quiet)
         return
-
     paced = make_sink(
         tcp, directory, chunk_lines=chunk_lines, chunk_seconds=chunk_seconds, wait=wait
     )
@@ -211,7 +189,38 @@ def generate(
         f"generating to {describe_sink(paced)} at speedup {speedup or 1:g}"
         + (" (waiting for a client)" if tcp and wait else "")
     )
-    replayer = Replayer(generator.records, paced, ReplayOptions(speedup=speedup or 1.0))
+    _send_paced(generator, paced, speedup or 1.0, quiet)
+
+
+def _write_file(generator: TrafficGenerator, out: str, quiet: bool) -> None:
+    """Write every line of ``generator`` to ``out`` as fast as possible (``-``: standard
+    output), then say how many and how fast unless ``quiet``."""
+    from logstream.replay import FileSink
+
+    sink = FileSink(out)
+    started = time.perf_counter()
+    count = 0
+    try:
+        for text in generator.lines():
+            sink.write(text)
+            count += 1
+    finally:
+        sink.close()
+    elapsed = time.perf_counter() - started
+    if not quiet and out != "-":
+        err_console.print(
+            f"wrote {plural(count, 'line')} to {out} in {elapsed:.2f} s "
+            f"({count / elapsed if elapsed else 0:,.0f} lines/s)"
+        )
+
+
+def _send_paced(generator: TrafficGenerator, sink: LineSink, speedup: float, quiet: bool) -> None:
+    """Send ``generator``'s records to ``sink`` at ``speedup`` simulated seconds per wall
+    second, with the progress display unless ``quiet``."""
+    from logstream.replay import Replayer, ReplayOptions
+    from logstream.replay.progress import ReplayProgress
+
+    replayer = Replayer(generator.records, sink, ReplayOptions(speedup=speedup))
     if quiet:
         result = replayer.run()
     else:

@@ -114,89 +114,101 @@ def describe_sink(sink: object) -> str:
     return f"chunks in {getattr(sink, 'directory', '?')}"
 
 
+FilesArgument = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="PATH",
+        help="Log files (plain or .gz), replayed in this order; directories and "
+        "quoted globs are expanded in name order.",
+    ),
+]
+SpeedupOption = Annotated[
+    float | None,
+    typer.Option(
+        "--speedup",
+        help="Event seconds per wall second: 600 replays ten minutes "
+        "of log per second, 1440 a day in a minute. Default 1 (real time).",
+    ),
+]
+RateOption = Annotated[
+    float | None,
+    typer.Option(
+        "--rate",
+        metavar="EVENTS_PER_S",
+        help="Send at a fixed rate (lines per second) instead of by event time.",
+    ),
+]
+LoopOption = Annotated[
+    bool,
+    typer.Option(
+        "--loop",
+        help="Replay again and again, each pass's event times shifted past the previous pass.",
+    ),
+]
+ShiftToNowOption = Annotated[
+    bool,
+    typer.Option(
+        "--shift-to-now",
+        help="Rebase event times so the first line is now "
+        "(the time text is rewritten in the line's own offset).",
+    ),
+]
+LateFractionOption = Annotated[
+    float,
+    typer.Option(
+        "--late-fraction",
+        min=0.0,
+        max=1.0,
+        help="Fraction of lines to send late (seeded, see --seed).",
+    ),
+]
+LateByOption = Annotated[
+    str | None,
+    typer.Option(
+        "--late-by",
+        metavar="DURATION",
+        help="How late: the line is sent once the replay's event time "
+        "has passed its own by this much (90s, 10m, 1h).",
+    ),
+]
+DeviceFromFileOption = Annotated[
+    bool,
+    typer.Option(
+        "--device-from-file",
+        help="Prefix each line with its file's name and a comma: sensor readings replayed "
+        "as one device per file (logstream devices run).",
+    ),
+]
+LimitOption = Annotated[
+    int | None, typer.Option("--limit", min=1, help="Stop after sending this many lines.")
+]
+SummaryOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--summary",
+        help="Write a JSON summary here at the end: counts, and the "
+        "line number and event time of every late line.",
+    ),
+]
+
+
 @app.command()
 def replay(
-    files: Annotated[
-        list[str],
-        typer.Argument(
-            metavar="PATH",
-            help="Log files (plain or .gz), replayed in this order; directories and "
-            "quoted globs are expanded in name order.",
-        ),
-    ],
+    files: FilesArgument,
     tcp: TcpOption = None,
     directory: DirOption = None,
     file: FileOption = None,
     rotate_every: RotateEveryOption = "3h",
-    speedup: Annotated[
-        float | None,
-        typer.Option(
-            "--speedup",
-            help="Event seconds per wall second: 600 replays ten minutes "
-            "of log per second, 1440 a day in a minute. Default 1 (real time).",
-        ),
-    ] = None,
-    rate: Annotated[
-        float | None,
-        typer.Option(
-            "--rate",
-            metavar="EVENTS_PER_S",
-            help="Send at a fixed rate (lines per second) instead of by event time.",
-        ),
-    ] = None,
-    loop: Annotated[
-        bool,
-        typer.Option(
-            "--loop",
-            help="Replay again and again, each pass's event times shifted past the previous pass.",
-        ),
-    ] = False,
-    shift_to_now: Annotated[
-        bool,
-        typer.Option(
-            "--shift-to-now",
-            help="Rebase event times so the first line is now "
-            "(the time text is rewritten in the line's own offset).",
-        ),
-    ] = False,
-    late_fraction: Annotated[
-        float,
-        typer.Option(
-            "--late-fraction",
-            min=0.0,
-            max=1.0,
-            help="Fraction of lines to send late (seeded, see --seed).",
-        ),
-    ] = 0.0,
-    late_by: Annotated[
-        str | None,
-        typer.Option(
-            "--late-by",
-            metavar="DURATION",
-            help="How late: the line is sent once the replay's event time "
-            "has passed its own by this much (90s, 10m, 1h).",
-        ),
-    ] = None,
+    speedup: SpeedupOption = None,
+    rate: RateOption = None,
+    loop: LoopOption = False,
+    shift_to_now: ShiftToNowOption = False,
+    late_fraction: LateFractionOption = 0.0,
+    late_by: LateByOption = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the late-line draw.")] = 0,
-    device_from_file: Annotated[
-        bool,
-        typer.Option(
-            "--device-from-file",
-            help="Prefix each line with its file's name and a comma: sensor readings replayed "
-            "as one device per file (logstream devices run).",
-        ),
-    ] = False,
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Stop after sending this many lines.")
-    ] = None,
-    summary_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--summary",
-            help="Write a JSON summary here at the end: counts, and the "
-            "line number and event time of every late line.",
-        ),
-    ] = None,
+    device_from_file: DeviceFromFileOption = False,
+    limit: LimitOption = None,
+    summary_path: SummaryOption = None,
     chunk_lines: ChunkLinesOption = 10_000,
     chunk_seconds: ChunkSecondsOption = "5s",
     wait: WaitOption = True,
