@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from logstream.cli.app import app, given_on_command_line, spark_conf
-from logstream.cli.run_options import run_signature
+from logstream.cli.run_options import RUN_OPTIONS, run_signature
 from logstream.cli.run_progress import follow_losses_text, print_summary, progress_printer
 from logstream.config import SparkSettings
 from logstream.errors import ConfigError
@@ -29,7 +29,7 @@ __all__ = ["StopSignals", "follow_losses_text", "load_config_file", "run"]
 _console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 #: Options whose config-file text is a path (``replay``: a list of paths).
-_PATH_PARAMS = {"input_dir", "output_dir", "state_dir", "demo_out", "config", "rate_sample"}
+_PATH_PARAMS = {o.name for o in RUN_OPTIONS if o.type in (Path, Path | None)}
 
 #: What a stop leaves (said when it came before the queries started).
 _STOPPED = "a restart begins where the checkpoint is"
