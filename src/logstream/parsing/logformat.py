@@ -310,10 +310,29 @@ def compile_format(spec: str) -> CompiledFormat:
     >>> bool(f.python_regex.match('h - - [09/Jul/1995:00:00:00 -0400] "GET / HTTP/1.0" 200 7067'))
     True
     """
-    name = spec
     key = spec.strip().lower()
     if key == "json" or key.startswith("json:"):
         return compile_json_format(spec.strip()[5:] if ":" in spec else None)
+    text = _format_text(spec, key)
+    built = _translate(spec, text)
+    regex = "".join(built.parts)
+    try:
+        re.compile(regex)
+    except re.error as exc:  # pragma: no cover - a bug in this module, not user input
+        raise LogFormatError(f"log format {spec!r} compiled to an invalid pattern: {exc}") from exc
+    return CompiledFormat(
+        name=spec,
+        log_format=text,
+        regex=regex,
+        fields=tuple(built.fields),
+        time_kind=built.time_kind,
+        time_pattern=built.time_pattern,
+        header=_HEADERS.get(key),
+    )
+
+
+def _format_text(spec: str, key: str) -> str:
+    """The Apache ``LogFormat`` string of ``spec`` (``key``: its lower-case name)."""
     text = NAMED_FORMATS.get(key)
     if text is None:
         if "%" in spec:
@@ -328,11 +347,96 @@ def compile_format(spec: str) -> CompiledFormat:
             )
     elif "$" in text and "%" not in text:
         text = _nginx_to_apache(text)
+    return text
 
-    parts: list[str] = ["^"]
-    fields: list[str] = []
-    time_kind, time_pattern = "pattern", _CLF_TIME_PATTERN
-    has_time = False
+
+class _Regex:
+    """The regular expression of a format as it is built: its parts, the field of each
+    capturing group, and how its time is read."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = ["^"]
+        self.fields: list[str] = []
+        self.time_kind: str = "pattern"
+        self.time_pattern: str | None = _CLF_TIME_PATTERN
+        self.has_time = False
+
+    def keep(self, field_name: str, rx: str) -> None:
+        """Capture ``rx`` as the field ``field_name``."""
+        self.parts.append(f"({rx})")
+        self.fields.append(field_name)
+
+    def directive(self, spec: str, code: str, arg: str | None, value: str, in_quotes: bool) -> None:
+        """Append the regex of the directive ``%{arg}code``; ``value`` matches a plain field
+        there (a quoted string inside quotes, else a token up to the next literal)."""
+        keep = self.keep
+        if code == "%":
+            self.parts.append("%")
+        elif code in "ha":
+            keep("client_host", value)
+        elif code == "l":
+            keep("ident", value)
+        elif code == "u":
+            keep("user", value)
+        elif code == "t":
+            self._time(arg)
+        elif code == "r":
+            if not in_quotes:
+                raise LogFormatError(
+                    f"log format {spec!r}: %r must stand inside quotes, as in '\"%r\"'"
+                )
+            self.parts.append(_REQUEST)
+            self.fields.extend(["method", "url_path", "query_string", "protocol"])
+        elif code == "m":
+            keep("method", value)
+        elif code == "U":
+            keep("url_path", r'[^\s"?\x01]*')
+        elif code == "q":
+            self.parts.append(r'(?:\?([^\s"\x01]*))?')
+            self.fields.append("query_string")
+        elif code == "H":
+            keep("protocol", value)
+        elif code == "s":
+            keep("status", value)
+        elif code in "bBO":
+            keep("bytes_sent", value)
+        elif code == "D":
+            keep("response_time_us", r"\d+")
+        elif code == "T":
+            keep("response_time_s", r"\d+")
+        elif code == "i" and arg and arg.lower() == "referer":
+            keep("referrer", value)
+        elif code == "i" and arg and arg.lower() == "user-agent":
+            keep("user_agent", value)
+        elif code == "x" and arg == "nginx_request_time":
+            keep("response_time_s_frac", r"\d+(?:\.\d+)?")
+        else:
+            self.parts.append(f"(?:{value})")
+
+    def _time(self, arg: str | None) -> None:
+        """The time field of ``%t`` / ``%{arg}t``."""
+        self.has_time = True
+        if arg is None:
+            self.parts.append(r"\[")
+            self.keep("time", _CLF_TIME_REGEX)
+            self.parts.append(r"\]")
+        elif arg == "clf":  # nginx $time_local: the CLF time without its brackets
+            self.keep("time", _CLF_TIME_REGEX)
+        elif arg in ("sec", "msec", "msec_frac"):
+            kinds = {"sec": "epoch_s", "msec": "epoch_ms", "msec_frac": "epoch_s_frac"}
+            self.time_kind = kinds[arg]
+            self.time_pattern = None
+            self.keep("time", r"\d+(?:\.\d+)?")
+        else:
+            rx, self.time_pattern = _strftime(arg)
+            self.keep("time", rx)
+
+
+def _translate(spec: str, text: str) -> _Regex:
+    """Translate the ``LogFormat`` string ``text`` directive by directive (see
+    :func:`compile_format`, whose errors it raises)."""
+    built = _Regex()
+    parts = built.parts
     in_quotes = False
     pos = 0
     matches = list(_DIRECTIVE.finditer(text))
@@ -351,67 +455,7 @@ def compile_format(spec: str) -> CompiledFormat:
         next_text = text[m.end() : matches[index + 1].start()] if index + 1 < len(matches) else ""
         stop = next_text[:1]
         token = _TOKEN if stop in ("", " ", "\t", '"') else (r"[^\s\x01" + re.escape(stop) + "]+")
-        value = _QUOTED if in_quotes else token
-
-        def keep(field_name: str, rx: str) -> None:
-            parts.append(f"({rx})")
-            fields.append(field_name)
-
-        if code == "%":
-            parts.append("%")
-        elif code in "ha":
-            keep("client_host", value)
-        elif code == "l":
-            keep("ident", value)
-        elif code == "u":
-            keep("user", value)
-        elif code == "t":
-            has_time = True
-            if arg is None:
-                parts.append(r"\[")
-                keep("time", _CLF_TIME_REGEX)
-                parts.append(r"\]")
-            elif arg == "clf":  # nginx $time_local: the CLF time without its brackets
-                keep("time", _CLF_TIME_REGEX)
-            elif arg in ("sec", "msec", "msec_frac"):
-                time_kind = {"sec": "epoch_s", "msec": "epoch_ms", "msec_frac": "epoch_s_frac"}[arg]
-                time_pattern = None
-                keep("time", r"\d+(?:\.\d+)?")
-            else:
-                rx, time_pattern = _strftime(arg)
-                keep("time", rx)
-        elif code == "r":
-            if not in_quotes:
-                raise LogFormatError(
-                    f"log format {spec!r}: %r must stand inside quotes, as in '\"%r\"'"
-                )
-            parts.append(_REQUEST)
-            fields.extend(["method", "url_path", "query_string", "protocol"])
-        elif code == "m":
-            keep("method", value)
-        elif code == "U":
-            keep("url_path", r'[^\s"?\x01]*')
-        elif code == "q":
-            parts.append(r'(?:\?([^\s"\x01]*))?')
-            fields.append("query_string")
-        elif code == "H":
-            keep("protocol", value)
-        elif code == "s":
-            keep("status", value)
-        elif code in "bBO":
-            keep("bytes_sent", value)
-        elif code == "D":
-            keep("response_time_us", r"\d+")
-        elif code == "T":
-            keep("response_time_s", r"\d+")
-        elif code == "i" and arg and arg.lower() == "referer":
-            keep("referrer", value)
-        elif code == "i" and arg and arg.lower() == "user-agent":
-            keep("user_agent", value)
-        elif code == "x" and arg == "nginx_request_time":
-            keep("response_time_s_frac", r"\d+(?:\.\d+)?")
-        else:
-            parts.append(f"(?:{value})")
+        built.directive(spec, code, arg, _QUOTED if in_quotes else token, in_quotes)
     tail = text[pos:]
     in_quotes ^= tail.replace('\\"', "").count('"') % 2 == 1
     if ends_with_quoted_field and tail.rstrip() == '"':
@@ -420,27 +464,14 @@ def compile_format(spec: str) -> CompiledFormat:
         parts.append(_literal(tail.rstrip()))
     parts.append(r"\s*$")
 
-    if not has_time:
+    if not built.has_time:
         raise LogFormatError(
             f"log format {spec!r} has no time field: add %t (or %{{FORMAT}}t) so events have "
             "an event time"
         )
     if in_quotes:
         raise LogFormatError(f"log format {spec!r} has an unbalanced '\"'")
-    regex = "".join(parts)
-    try:
-        re.compile(regex)
-    except re.error as exc:  # pragma: no cover - a bug in this module, not user input
-        raise LogFormatError(f"log format {spec!r} compiled to an invalid pattern: {exc}") from exc
-    return CompiledFormat(
-        name=name,
-        log_format=text,
-        regex=regex,
-        fields=tuple(fields),
-        time_kind=time_kind,
-        time_pattern=time_pattern,
-        header=_HEADERS.get(key),
-    )
+    return built
 
 
 def compile_json_format(mapping: str | None = None) -> CompiledFormat:
