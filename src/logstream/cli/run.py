@@ -261,22 +261,16 @@ def _pipeline_config(v: dict[str, Any], source: str) -> PipelineConfig:
         if note := skipped_note(skipped_files([v["input_dir"]])):
             _console.print(f"[yellow]warning:[/yellow] {escape(note)}")
     sinks = [v["sink"]] if isinstance(v["sink"], str) else list(v["sink"] or ["parquet"])
-    same = (
-        "input_dir max_bytes_per_trigger socket kafka_bootstrap kafka_topic rate rate_sample "
-        "log_format output_dir state_dir store watermark trending_window trending_slide top "
-        "store_retention trigger max_files_per_trigger sink_outputs output_format dedup strict "
-        "dedup_window session_gap session_stats_window clients_window alert_sigma alert_warmup "
-        "bot_model queries"
-    ).split()
-    return PipelineConfig.build(
+    # each option's value goes to its field (--window to traffic_window), and these as built
+    fields = {o.field: v[o.name] for o in RUN_OPTIONS if o.field is not None}
+    fields.update(
         source=source,
         follow=follow_paths,
-        traffic_window=v["window"],
         sink="console" if "console" in sinks else "parquet",
         sinks=tuple(s for s in sinks if s not in ("parquet", "console")),
         reference=parse_reference_options(_reference_values(v["reference"])),
-        **{name: v[name] for name in same},
     )
+    return PipelineConfig.build(**fields)
 
 
 def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> None:
