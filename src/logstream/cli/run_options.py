@@ -4,8 +4,8 @@ Every option is one :class:`RunOption` row of :data:`RUN_OPTIONS`: its flags, ty
 panel and metavar. An option that sets a field of the pipeline's configuration model
 (:class:`~logstream.pipeline.config.PipelineConfig`) takes that field's default and its
 description as help; a demo option takes its default from
-:class:`~logstream.demo.DemoSettings`; the few options of neither (``--config``,
-``--dashboard``, ``--duration``, ``--quiet``, Spark's) carry theirs in their row.
+:class:`~logstream.demo.DemoSettings`; the options of neither (``--config``, ``--reference``,
+``--dashboard``, ``--duration``, ``--replay``, ``--quiet``, Spark's) carry theirs in their row.
 :func:`run_signature` turns the table into the Typer parameters of ``logstream run``;
 :func:`options_markdown` into ``docs/options.md``.
 
@@ -87,8 +87,9 @@ class RunOption:
     metavar : str, optional
         What the help writes for its value.
     field : str, optional
-        The :class:`~logstream.pipeline.config.PipelineConfig` field it sets: its help is the
-        field's description, and its default the field's unless ``default`` is given.
+        The :class:`~logstream.pipeline.config.PipelineConfig` field its value goes to: its
+        help is the field's description, and its default the field's unless ``default`` is
+        given (``--sink``: ``None``, turned into the field's default when the run starts).
     demo : str, optional
         The :class:`~logstream.demo.DemoSettings` field whose default is the option's,
         converted by ``convert`` when the option's value is written otherwise.
