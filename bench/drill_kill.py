@@ -27,11 +27,7 @@ micro-batch step.
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
 import os
-import platform
 import random
 import signal
 import sqlite3
@@ -45,8 +41,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
-DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
+
 CHUNK_LINES = 1500
 
 #: Store tables compared with the reference, as (name, query). Quantiles of KLL sketches are
@@ -87,61 +84,33 @@ class DrillResult:
         return not self.differences
 
 
-def data_dir() -> Path:
-    default = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-    return Path(os.environ.get("LOGSTREAM_DATA_DIR", default))
-
-
-def write_chunks(directory: Path, per_file: int = CHUNK_LINES, max_lines: int | None = None) -> int:
-    """The NASA day (its first ``max_lines`` lines when given) as chunk files with increasing
-    modification times; returns the lines written."""
-    source = data_dir() / DAY_FILE
-    if not source.is_file():
-        raise SystemExit(f"missing {source}: set LOGSTREAM_DATA_DIR to the shared data folder")
-    with gzip.open(source, "rt", encoding="utf-8", errors="replace") as fh:
-        lines = fh.read().splitlines(keepends=True)[:max_lines]
-    directory.mkdir(parents=True, exist_ok=True)
-    for i in range(0, len(lines), per_file):
-        path = directory / f"chunk-{i // per_file:04d}.log"
-        path.write_text("".join(lines[i : i + per_file]))
-        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+def write_chunks(directory: Path, max_lines: int | None = None) -> int:
+    """The NASA day (its first ``max_lines`` lines when given) as :data:`CHUNK_LINES`-line
+    chunk files in ``directory`` (:func:`bench.harness.write_chunks`); returns the lines."""
+    lines = harness.nasa_day_lines()[:max_lines]
+    harness.write_chunks(lines, directory, CHUNK_LINES)
     return len(lines)
 
 
 def command(root: Path, chunks: Path) -> list[str]:
-    """The ``logstream run`` command line of one start on ``root``'s state."""
-    return [
-        sys.executable,
-        "-m",
-        "logstream",
-        "run",
-        "--input-dir",
-        str(chunks),
-        "--output-dir",
-        str(root / "out"),
-        "--state-dir",
-        str(root / "state"),
-        "--store",
-        f"sqlite:///{root / 'store.db'}",
-        "--trigger",
-        "available-now",
-        "--max-files-per-trigger",
-        "1",
-        "--format",
-        "common",
-        "--quiet",
-    ]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "LOGSTREAM_SPARK_UI": "false"}
+    """The ``logstream run`` command line of one start on ``root``'s state: each chunk file
+    one micro-batch."""
+    return harness.run_argv(
+        root,
+        *("--input-dir", str(chunks), "--store", f"sqlite:///{root / 'store.db'}"),
+        *("--trigger", "available-now", "--max-files-per-trigger", "1"),
+    )
 
 
 def run_to_end(root: Path, chunks: Path, timeout_s: float = 600) -> float:
     """One uninterrupted start; returns its wall time in seconds."""
     t0 = time.monotonic()
     done = subprocess.run(
-        command(root, chunks), env=_env(), capture_output=True, text=True, timeout=timeout_s
+        command(root, chunks),
+        env=harness.bench_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
     if done.returncode != 0:
         causes = [ln for ln in done.stderr.splitlines() if "Exception" in ln or "Error" in ln]
@@ -151,11 +120,7 @@ def run_to_end(root: Path, chunks: Path, timeout_s: float = 600) -> float:
 
 def committed_batches(root: Path) -> int:
     """Micro-batches of every query in the store's ledger (0 before the store exists)."""
-    try:
-        with sqlite3.connect(root / "store.db", timeout=1) as conn:
-            return conn.execute("SELECT COUNT(*) FROM ledger").fetchone()[0]
-    except sqlite3.Error:
-        return 0
+    return harness.store_value(root / "store.db", "SELECT COUNT(*) FROM ledger", 1.0) or 0
 
 
 def start_and_kill(root: Path, chunks: Path, extra_s: float) -> int:
@@ -171,7 +136,7 @@ def start_and_kill(root: Path, chunks: Path, extra_s: float) -> int:
     before = committed_batches(root)
     proc = subprocess.Popen(
         command(root, chunks),
-        env=_env(),
+        env=harness.bench_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -274,7 +239,7 @@ def drill(
     """
     work = work or Path(tempfile.mkdtemp(prefix="drill-kill-"))
     chunks = work / "chunks"
-    lines = write_chunks(chunks, max_lines=max_lines)
+    lines = write_chunks(chunks, max_lines)
     reference = work / "reference"
     reference_s = run_to_end(reference, chunks)
     result = DrillResult(kills=kills, seed=seed, lines=lines, reference_seconds=reference_s)
@@ -294,29 +259,18 @@ def drill(
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main() -> int:
+    parser = harness.parser(__doc__, "drill-kill")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--lines", type=int, default=None, help="first lines of the day only")
-    parser.add_argument("--out", type=Path, default=RESULTS / "drill-kill.json")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from logstream.config import SparkSettings
-    from logstream.session import get_spark
-
-    spark = get_spark(SparkSettings(master="local[2]", ui_enabled=False, app_name="drill-kill"))
+    spark = harness.spark_session(master="local[2]", app_name="drill-kill")
     result = drill(spark, args.kills, args.seed, max_lines=args.lines)
-    report = {
-        **asdict(result),
-        "identical": result.identical,
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version()},
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
-    sys.exit(0 if result.identical else 1)
+    report = {**asdict(result), "identical": result.identical, "machine": harness.machine()}
+    harness.write_result(report, args.out)
+    return 0 if result.identical else 1
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)
