@@ -407,47 +407,21 @@ def _build(
     quarantine_path: str | None,
     corrupt_files: dict[str, str],
 ) -> dict[str, Any]:
+    """The report from the rows of :func:`_view_counts`: the Spark jobs in order (totals, the
+    small views, pages per day, quarantine, the top tables, sessions)."""
     view = F.col("view")
     _describe(counts, "read, parse, aggregate")  # the first action computes the aggregation
-    summary = counts.agg(
-        F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
-        F.count_if((view == "host_day") & F.col("key").isNotNull()).alias("unique_visitors"),
-        F.count_if((view == "url") & F.col("key").isNotNull()).alias("unique_urls"),
-        F.count_if((view == "url") & F.col("key").isNotNull() & (F.col("not_found") > 0)).alias(
-            "unique_not_found"
-        ),
-        F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
-        F.min(F.when(view == "hour", F.col("first_ms"))).alias("first_ms"),
-        F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),
-    ).first()
-    assert summary is not None  # a global aggregate always has one row
+    summary = _summary(counts)
     _describe(counts, "tables")
-    # the small views in one collect: a row per hour, status code and written offset (one
-    # or two a log), per quarantine reason
-    small = _rows(
-        counts.where(view.isin("hour", "bad"))
-        .groupBy(
-            "view",
-            F.when(view == "bad", F.col("key3")).otherwise(F.col("key")).alias("key"),
-            F.when(view == "hour", F.col("key2")).alias("status"),
-            F.when(view == "hour", analytics.status_class(F.col("key2").cast("int"))).alias(
-                "status_class"
-            ),
-            F.when(view == "hour", F.col("key3")).alias("offset"),
-        )
-        .agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
-    )
+    small = _small_views(counts)
     reasons = dict(sorted((r["key"], r["requests"]) for r in small if r["view"] == "bad"))
     failed = sum(reasons.values())
-    valid = int(summary["valid_requests"] or 0)
     offsets: dict[str, int] = {}
     from_log = time_zone is None
     if time_zone is None:  # the log's own: the offset most lines were written in
-        for r in small:
-            if r["view"] == "hour":
-                written = _offset_text(None if r["offset"] is None else int(r["offset"]))
-                offsets[written] = offsets.get(written, 0) + r["requests"]
+        offsets = _written_offsets(small)
         time_zone = min(offsets.items(), key=lambda kv: (-kv[1], kv[0]))[0] if offsets else "UTC"
+    valid = int(summary["valid_requests"] or 0)
     general = {
         "total_requests": valid + failed,
         "valid_requests": valid,
@@ -465,7 +439,86 @@ def _build(
         "inputs": inputs,
         "corrupt_files": len(corrupt_files),
     }
+    status_codes, status_classes, hourly = _status_and_hours(small, time_zone)
+    by_day = _pages_by_day(counts, top)
+    urls = counts.where((view == "url") & F.col("key").isNotNull())
+    top_urls = urls.select(F.col("key").alias("url_path"), "requests", "bytes")
+    not_found = urls.where(F.col("not_found") > 0).select(
+        F.col("key").alias("url_path"), F.col("not_found").alias("requests")
+    )
+    hosts = (
+        counts.where(view == "host_day")
+        .groupBy(F.col("key").alias("client_host"))
+        .agg(F.sum("requests").alias("requests"), F.sum("bytes").alias("bytes"))
+    )
+    quarantine = _quarantine(counts, failed, reasons, quarantine_path, corrupt_files)
 
+    _describe(counts, "tables")
+    return {
+        "general": general,
+        "status_codes": status_codes,
+        "status_classes": status_classes,
+        "top_urls": _rows(_top(top_urls, "url_path", top)),
+        "top_content_pages_by_day": [{"day": d, "pages": p} for d, p in by_day.items()],
+        "hourly": hourly,
+        "top_hosts": _rows(_top(hosts, "client_host", top)),
+        "top_not_found": _rows(_top(not_found, "url_path", top)),
+        "sessions": _sessions(counts.where(view == "visit")),
+        "quarantine": quarantine,
+    }
+
+
+def _summary(counts: DataFrame) -> Any:
+    """The totals of the report: one global aggregate (one ``Row``)."""
+    view = F.col("view")
+    summary = counts.agg(
+        F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
+        F.count_if((view == "host_day") & F.col("key").isNotNull()).alias("unique_visitors"),
+        F.count_if((view == "url") & F.col("key").isNotNull()).alias("unique_urls"),
+        F.count_if((view == "url") & F.col("key").isNotNull() & (F.col("not_found") > 0)).alias(
+            "unique_not_found"
+        ),
+        F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
+        F.min(F.when(view == "hour", F.col("first_ms"))).alias("first_ms"),
+        F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),
+    ).first()
+    assert summary is not None  # a global aggregate always has one row
+    return summary
+
+
+def _small_views(counts: DataFrame) -> list[dict[str, Any]]:
+    """The small views in one collect: a row per hour, status code and written offset (one
+    or two a log), per quarantine reason."""
+    view = F.col("view")
+    return _rows(
+        counts.where(view.isin("hour", "bad"))
+        .groupBy(
+            "view",
+            F.when(view == "bad", F.col("key3")).otherwise(F.col("key")).alias("key"),
+            F.when(view == "hour", F.col("key2")).alias("status"),
+            F.when(view == "hour", analytics.status_class(F.col("key2").cast("int"))).alias(
+                "status_class"
+            ),
+            F.when(view == "hour", F.col("key3")).alias("offset"),
+        )
+        .agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
+    )
+
+
+def _written_offsets(small: list[dict[str, Any]]) -> dict[str, int]:
+    """Requests per UTC offset written in the lines (``±HH:MM``), from :func:`_small_views`."""
+    offsets: dict[str, int] = {}
+    for r in small:
+        if r["view"] == "hour":
+            written = _offset_text(None if r["offset"] is None else int(r["offset"]))
+            offsets[written] = offsets.get(written, 0) + r["requests"]
+    return offsets
+
+
+def _status_and_hours(
+    small: list[dict[str, Any]], time_zone: str
+) -> tuple[dict[str, int], dict[str, int], list[dict[str, Any]]]:
+    """The ``status_codes``, ``status_classes`` and ``hourly`` tables of the report."""
     per_code: dict[int, int] = {}
     per_class: dict[str, int] = {}
     per_hour: dict[int, list[int]] = {}  # requests, bytes, errors
@@ -488,8 +541,12 @@ def _build(
         }
         for hour, (requests, size, errors) in sorted(per_hour.items())
     ]
+    return status_codes, status_classes, hourly
 
-    pages = counts.where(view == "page_day").select(
+
+def _pages_by_day(counts: DataFrame, top: int) -> dict[str, list[dict[str, Any]]]:
+    """The ``top`` content pages of each day (ISO date → ranked rows), in day order."""
+    pages = counts.where(F.col("view") == "page_day").select(
         "day", F.col("key").alias("url_path"), "requests"
     )
     by_day: dict[str, list[dict[str, Any]]] = {}
@@ -498,20 +555,20 @@ def _build(
         by_day.setdefault(r["day"].isoformat(), []).append(
             {"rank": r["rank"], "url_path": r["url_path"], "requests": r["requests"]}
         )
-    urls = counts.where((view == "url") & F.col("key").isNotNull())
-    top_urls = urls.select(F.col("key").alias("url_path"), "requests", "bytes")
-    not_found = urls.where(F.col("not_found") > 0).select(
-        F.col("key").alias("url_path"), F.col("not_found").alias("requests")
-    )
-    hosts = (
-        counts.where(view == "host_day")
-        .groupBy(F.col("key").alias("client_host"))
-        .agg(F.sum("requests").alias("requests"), F.sum("bytes").alias("bytes"))
-    )
+    return by_day
 
-    # every quarantined line, in the order of the input
+
+def _quarantine(
+    counts: DataFrame,
+    failed: int,
+    reasons: dict[str, int],
+    quarantine_path: str | None,
+    corrupt_files: dict[str, str],
+) -> dict[str, Any]:
+    """The report's ``quarantine`` section; writes every quarantined line, in the order of the
+    input, and the corrupt files to ``quarantine_path`` (JSON Lines) when it is given."""
     bad = (
-        counts.where(view == "bad")
+        counts.where(F.col("view") == "bad")
         .orderBy("at")
         .select(
             F.col("key").alias("raw_line"),
@@ -534,28 +591,14 @@ def _build(
                 )
             )
         bad.write.mode("overwrite").json(quarantine_path)
-
-    _describe(counts, "tables")
     return {
-        "general": general,
-        "status_codes": status_codes,
-        "status_classes": status_classes,
-        "top_urls": _rows(_top(top_urls, "url_path", top)),
-        "top_content_pages_by_day": [{"day": d, "pages": p} for d, p in by_day.items()],
-        "hourly": hourly,
-        "top_hosts": _rows(_top(hosts, "client_host", top)),
-        "top_not_found": _rows(_top(not_found, "url_path", top)),
-        "sessions": _sessions(counts.where(view == "visit")),
-        "quarantine": {
-            "failed_lines": failed,
-            "reasons": reasons,
-            "examples": examples,
-            "corrupt_files": [
-                {"source_file": spark_file_uri(f), "error": e}
-                for f, e in sorted(corrupt_files.items())
-            ],
-            "path": quarantine_path,
-        },
+        "failed_lines": failed,
+        "reasons": reasons,
+        "examples": examples,
+        "corrupt_files": [
+            {"source_file": spark_file_uri(f), "error": e} for f, e in sorted(corrupt_files.items())
+        ],
+        "path": quarantine_path,
     }
 
 
