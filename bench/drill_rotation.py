@@ -41,8 +41,6 @@ runs a short form of both modes in the suite.
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -58,8 +56,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
-DAY_FILE = "NASA_access_log_Jul95_day09.log.gz"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
+
 MODES = ("create", "copytruncate")
 #: Lines written before the writer waits for the pipeline's first micro-batch.
 WARM_LINES = 100
@@ -105,25 +104,15 @@ class RotationResult:
         )
 
 
-def data_dir() -> Path:
-    default = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-    return Path(os.environ.get("LOGSTREAM_DATA_DIR", default))
-
-
 def drill_warm(text: list[str]) -> int:
     return min(WARM_LINES, len(text))
 
 
 def drill_lines(count: int) -> list[str]:
     """``count`` real NASA lines: the day, then the day again shifted by whole days."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from logstream.replay.timeshift import find_clf_time, shift_line
 
-    source = data_dir() / DAY_FILE
-    if not source.is_file():
-        raise SystemExit(f"missing {source}: set LOGSTREAM_DATA_DIR to the shared data folder")
-    with gzip.open(source, "rt", encoding="utf-8", errors="replace") as fh:
-        day = fh.read().splitlines()
+    day = harness.nasa_day_lines()
     lines: list[str] = []
     for k in range(-(-count // len(day))):
         for line in day[: count - len(lines)]:
@@ -134,15 +123,10 @@ def drill_lines(count: int) -> list[str]:
 
 def counted(db: Path) -> int:
     """Lines the pipeline has committed (on-time + late + quarantined); 0 before the store."""
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
-            rows = conn.execute(
-                "SELECT SUM(value) FROM counters "
-                "WHERE name IN ('events', 'late_events', 'quarantined')"
-            ).fetchone()
-    except sqlite3.Error:
-        return 0
-    return int(rows[0] or 0)
+    names = "('events', 'late_events', 'quarantined')"
+    return int(
+        harness.store_value(db, f"SELECT SUM(value) FROM counters WHERE name IN {names}", 1.0) or 0
+    )
 
 
 # --------------------------------------------------------------------------- the writer
@@ -220,34 +204,15 @@ def written(work: Path) -> int:
 
 
 def command(root: Path, trigger: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "logstream",
-        "run",
-        "--follow",
-        str(root / "logs" / "access.log*"),
-        "--format",
-        "common",
-        "--output-dir",
-        str(root / "out"),
-        "--state-dir",
-        str(root / "state"),
-        "--trigger",
-        trigger,
-        "--no-dashboard",
-        "--quiet",
-    ]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "LOGSTREAM_SPARK_UI": "false"}
+    """``logstream run`` following ``root/logs/access.log*``, its state under ``root``."""
+    follow = ("--follow", str(root / "logs" / "access.log*"))
+    return harness.run_argv(root, *follow, "--trigger", trigger, "--no-dashboard")
 
 
 def _start(root: Path) -> subprocess.Popen:
     return subprocess.Popen(
         command(root, "1 second"),
-        env=_env(),
+        env=harness.bench_env(),
         stdout=subprocess.DEVNULL,
         stderr=(root / "pipeline.log").open("ab"),
         start_new_session=True,
@@ -525,38 +490,30 @@ def _account(
     result.missing_not_lost_by_logrotate = missing.exceptAll(lost_rows).count()
 
 
-def main() -> None:
+def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--write":  # the writer process
         lines_file, log, rate, seed, ledger, db = sys.argv[2:8]
         write(Path(lines_file), Path(log), float(rate), int(seed), Path(ledger), Path(db))
-        return
-    parser = argparse.ArgumentParser(
-        description="Rotate a followed log with the real logrotate; count every line."
-    )
+        return 0
+    parser = harness.parser(__doc__, "drill-rotation")
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
     parser.add_argument("--lines", type=int, default=150_000)
     parser.add_argument("--rate", type=float, default=500.0)
     parser.add_argument("--rotations", type=int, default=6)
     parser.add_argument("--kills", type=int, default=1)
     parser.add_argument("--seed", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=RESULTS / "drill-rotation.json")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from logstream.config import SparkSettings
-    from logstream.session import get_spark
-
-    spark = get_spark(SparkSettings(master="local[2]", ui_enabled=False, app_name="drill-rot"))
-    report: dict[str, Any] = {"machine": {"cores": os.cpu_count()}}
+    spark = harness.spark_session(master="local[2]", app_name="drill-rot")
+    report: dict[str, Any] = {"machine": harness.machine()}
     ok = True
     for mode in MODES if args.mode == "both" else (args.mode,):
         result = drill(spark, mode, args.lines, args.rate, args.rotations, args.kills, args.seed)
         report[mode] = {**asdict(result), "exact": result.exact}
         ok = ok and result.exact
         print(json.dumps(report[mode], indent=2), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    sys.exit(0 if ok else 1)
+    harness.write_result(report, args.out, show=False)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    harness.run(main)
