@@ -21,7 +21,7 @@ from logstream.generate.agents import BROWSERS, CRAWLERS, SCANNERS, TOOLS
 from logstream.generate.site import PROBE_PATHS, Page, Site
 
 if TYPE_CHECKING:
-    from logstream.generate.traffic import TrafficConfig
+    from logstream.generate.config import TrafficConfig
 
 __all__ = ["LineDraws", "Request"]
 
