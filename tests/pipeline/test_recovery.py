@@ -57,6 +57,15 @@ def reference(spark, chunks, tmp_path_factory) -> Path:
     return tmp
 
 
+@pytest.fixture(scope="module")
+def reference_rows(spark, reference) -> tuple[dict[str, Counter], dict[str, Counter]]:
+    """The uninterrupted run's Parquet outputs and store tables as multisets, read once for
+    the module's tests."""
+    return {name: parquet_rows(spark, reference, name) for name in PARQUET_OUTPUTS}, store_rows(
+        reference
+    )
+
+
 def cli_args(tmp: Path, chunks: Path) -> list[str]:
     return [
         sys.executable,
@@ -135,24 +144,25 @@ def run_killed_at(tmp: Path, chunks: Path, step: str, batch: int) -> None:
 
 
 def test_sigkills_between_writes_then_restart_end_identical_to_an_uninterrupted_run(
-    spark, chunks, reference, tmp_path
+    spark, chunks, reference_rows, tmp_path
 ):
     for step, batch in KILL_POINTS:  # each start resumes the previous one's state
         run_killed_at(tmp_path, chunks, step, batch)
     finish(tmp_path, chunks)
+    want_parquet, want_store = reference_rows
     for name in PARQUET_OUTPUTS:
-        got, want = parquet_rows(spark, tmp_path, name), parquet_rows(spark, reference, name)
+        got, want = parquet_rows(spark, tmp_path, name), want_parquet[name]
         assert got == want, (
             f"{name}: {sum((got - want).values())} extra, {sum((want - got).values())} missing"
         )
-    assert store_rows(tmp_path) == store_rows(reference)
+    assert store_rows(tmp_path) == want_store
     events = spark.read.parquet(str(tmp_path / "out" / "events"))
     assert events.count() == LINES
     assert events.groupBy("batch_id").count().where(F.col("count") == 0).count() == 0
 
 
 def test_a_batch_replayed_after_it_was_delivered_changes_nothing(
-    spark, chunks, reference, tmp_path
+    spark, chunks, reference, reference_rows, tmp_path
 ):
     """The process died after micro-batch N was delivered (outputs, store, snapshot) but
     before Spark recorded its commit: Spark replays N, which finds its snapshot and writes
@@ -165,6 +175,7 @@ def test_a_batch_replayed_after_it_was_delivered_changes_nothing(
         if number.isdigit() and int(number) >= last[0]:
             path.unlink()
     finish(tmp_path, chunks)
-    assert store_rows(tmp_path) == store_rows(reference)
+    want_parquet, want_store = reference_rows
+    assert store_rows(tmp_path) == want_store
     for name in PARQUET_OUTPUTS:
-        assert parquet_rows(spark, tmp_path, name) == parquet_rows(spark, reference, name)
+        assert parquet_rows(spark, tmp_path, name) == want_parquet[name]
