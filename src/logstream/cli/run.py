@@ -123,16 +123,6 @@ def _reference_values(value: object) -> list[str]:
     return [str(v) for v in (value if isinstance(value, list) else [value])]
 
 
-def _reference_values(value: object) -> list[str]:
-    """``--reference`` values from the command line (a list) or a config file (a list, or a
-    table ``{kind = "FILE"}``)."""
-    if not value:
-        return []
-    if isinstance(value, dict):
-        return [f"{kind}={path}" for kind, path in value.items()]
-    return [str(v) for v in (value if isinstance(value, list) else [value])]
-
-
 def run(ctx: typer.Context, **values: Any) -> None:
     """Run the streaming pipeline, or with no source the live demo.
 
