@@ -59,6 +59,7 @@ module named:
    written as snapshot ``N``, the batch's last write.
 
 ``stage.py`` holds :class:`IngestStage`, whose ``__call__`` runs the steps in order;
+``context.py`` its base, what the steps share (they take it, not the stage);
 ``settings.py`` the settings and names they share; ``faults.py`` the crash drills' fault
 injection (:func:`fault_hook`).
 

@@ -23,12 +23,12 @@ from logstream.serving import IngestBatchWrite
 from logstream.serving.store import ALERTS_KEPT, BOTS_PER_BATCH
 
 if TYPE_CHECKING:
-    from logstream.pipeline.ingest.stage import IngestStage
+    from logstream.pipeline.ingest.context import StageContext
 
 __all__ = ["score_alerts", "score_bots"]
 
 
-def score_bots(stage: IngestStage, finals: DataFrame, write: IngestBatchWrite) -> None:
+def score_bots(stage: StageContext, finals: DataFrame, write: IngestBatchWrite) -> None:
     """Score the client windows that became final with the bot model: every window to
     ``bot_scores/``, the most likely bots and a summary per window to the store."""
     from logstream.ml.bots import client_features, score_features
@@ -84,7 +84,7 @@ def score_bots(stage: IngestStage, finals: DataFrame, write: IngestBatchWrite) -
 
 
 def score_alerts(
-    stage: IngestStage,
+    stage: StageContext,
     finals: DataFrame | None,
     prev: SnapshotMeta,
     next_watermark: int,

@@ -21,13 +21,13 @@ from logstream.pipeline.state import SnapshotMeta
 from logstream.serving import IngestBatchWrite
 
 if TYPE_CHECKING:
-    from logstream.pipeline.ingest.stage import IngestStage
+    from logstream.pipeline.ingest.context import StageContext
 
 __all__ = ["commit_batch"]
 
 
 def commit_batch(
-    stage: IngestStage,
+    stage: StageContext,
     write: IngestBatchWrite,
     meta: SnapshotMeta,
     state_parts: dict[str, DataFrame | None],

@@ -27,7 +27,7 @@ from logstream.reference import Enricher
 from logstream.serving import IngestBatchWrite
 
 if TYPE_CHECKING:
-    from logstream.pipeline.ingest.stage import IngestStage
+    from logstream.pipeline.ingest.context import StageContext
 
 __all__ = ["Folded", "enriched", "fold_batch"]
 
@@ -52,7 +52,7 @@ class Folded:
 
 
 def fold_batch(
-    stage: IngestStage,
+    stage: StageContext,
     on_time: DataFrame,
     write: IngestBatchWrite,
     prev: SnapshotMeta,
@@ -100,7 +100,7 @@ def fold_batch(
     return Folded(merged, windows, newly_final, s.closes_windows(final_until, next_watermark))
 
 
-def enriched(stage: IngestStage, events: DataFrame, write: IngestBatchWrite) -> DataFrame:
+def enriched(stage: StageContext, events: DataFrame, write: IngestBatchWrite) -> DataFrame:
     """The events with the reference columns, by the tables' versions of this batch."""
     tables = stage._tables
     write.reference_versions = {k: t.digest for k, t in sorted(tables.items())}

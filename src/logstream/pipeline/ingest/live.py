@@ -26,12 +26,12 @@ from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, INGEST_QUERY, 
 from logstream.serving import IngestBatchWrite
 
 if TYPE_CHECKING:
-    from logstream.pipeline.ingest.stage import IngestStage
+    from logstream.pipeline.ingest.context import StageContext
 
 __all__ = ["commit_views", "live_columns", "live_views"]
 
 
-def commit_views(stage: IngestStage, write: IngestBatchWrite) -> None:
+def commit_views(stage: StageContext, write: IngestBatchWrite) -> None:
     """Write the batch's live views to the serving store, ahead of the rest of the batch
     (:meth:`logstream.serving.ServingStore.commit_ingest_views`)."""
     with stage._timed("store"):
@@ -40,7 +40,7 @@ def commit_views(stage: IngestStage, write: IngestBatchWrite) -> None:
 
 
 def live_views(
-    stage: IngestStage,
+    stage: StageContext,
     merged: DataFrame,
     windows: DataFrame | None,
     write: IngestBatchWrite,
@@ -70,7 +70,7 @@ def live_views(
     ]
 
 
-def live_columns(stage: IngestStage, horizon_ms: int) -> tuple:
+def live_columns(stage: StageContext, horizon_ms: int) -> tuple:
     """:func:`live_views`' conditions and projections of the panes and the windows.
 
     Kept on ``stage`` while their inputs hold (the outputs, ``since``, the retention's
@@ -83,7 +83,7 @@ def live_columns(stage: IngestStage, horizon_ms: int) -> tuple:
     return stage._live_cache
 
 
-def _build_live_columns(stage: IngestStage, horizon_ms: int) -> tuple:
+def _build_live_columns(stage: StageContext, horizon_ms: int) -> tuple:
     s = stage.settings
     view_output = {
         "traffic": "traffic_per_minute",

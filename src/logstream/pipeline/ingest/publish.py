@@ -34,7 +34,7 @@ from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.ingest.alerts import score_alerts, score_bots
 from logstream.pipeline.ingest.fold import Folded
 from logstream.pipeline.ingest.sessions import close_sessions
-from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, iso
+from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, WRITERS, iso
 from logstream.pipeline.ingest.watermark import Split
 from logstream.pipeline.state import SnapshotMeta
 from logstream.schema import EVENT_COLUMNS, QUARANTINE_SCHEMA
@@ -42,21 +42,13 @@ from logstream.serving import IngestBatchWrite
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
 if TYPE_CHECKING:
-    from logstream.pipeline.ingest.stage import IngestStage
+    from logstream.pipeline.ingest.context import StageContext
 
 __all__ = ["WRITERS", "analytics_tasks", "events_task", "publish_windows", "run_concurrently"]
 
 #: Late and quarantined rows kept as examples per micro-batch.
 _EXAMPLES_PER_BATCH = 5
 
-#: Writes of one micro-batch run at once (its outputs, sessions, alerts: Spark jobs that read
-#: the persisted panes and events, and write apart). A micro-batch's Spark jobs are small (a
-#: task or two), and much of each is the driver's planning, code generation and output commit:
-#: run together, one job's driver work overlaps another's tasks (the make-run-sized micro-batch
-#: of 400 lines passing minutes, ``bench/profile_microbatch.py --chunk-lines 400 --chunks 20``,
-#: 2 cores, a same-run pair, the writes in turn against at once: addBatch median
-#: 3.27 s → 3.02 s).
-WRITERS = 3
 
 _pools: dict[int, ThreadPoolExecutor] = {}  # by size, kept for the process
 _pools_lock = threading.Lock()
@@ -85,7 +77,7 @@ def run_concurrently(tasks: list[Callable[[], None]], workers: int, spark: Any) 
 
 
 def events_task(
-    stage: IngestStage, parsed: DataFrame, split: Split, corrupt: dict[str, str]
+    stage: StageContext, parsed: DataFrame, split: Split, corrupt: dict[str, str]
 ) -> Callable[[], None]:
     """The task publishing the batch's on-time events, late events and quarantined lines."""
     write = split.write
@@ -106,7 +98,7 @@ def events_task(
 
 
 def _publish_late(
-    stage: IngestStage, late: DataFrame, watermark: Column, write: IngestBatchWrite
+    stage: StageContext, late: DataFrame, watermark: Column, write: IngestBatchWrite
 ) -> None:
     batch_id = write.batch_id
     late = late.select(*EVENT_COLUMNS, watermark.alias("watermark"))
@@ -127,7 +119,7 @@ def _publish_late(
 
 
 def _publish_quarantine(
-    stage: IngestStage, bad_rows: DataFrame, corrupt: dict[str, str], write: IngestBatchWrite
+    stage: StageContext, bad_rows: DataFrame, corrupt: dict[str, str], write: IngestBatchWrite
 ) -> None:
     batch_id = write.batch_id
     bad = bad_rows.select(
@@ -148,7 +140,7 @@ def _publish_quarantine(
 
 
 def analytics_tasks(
-    stage: IngestStage,
+    stage: StageContext,
     folded: Folded | None,
     on_time: DataFrame,
     write: IngestBatchWrite,
@@ -204,7 +196,7 @@ def analytics_tasks(
 
 
 def publish_windows(
-    stage: IngestStage,
+    stage: StageContext,
     finals: DataFrame,
     windows: DataFrame | None,
     newly_final: Column,

@@ -24,13 +24,13 @@ from logstream.serving import IngestBatchWrite
 from logstream.serving.store import SESSIONS_KEPT
 
 if TYPE_CHECKING:
-    from logstream.pipeline.ingest.stage import IngestStage
+    from logstream.pipeline.ingest.context import StageContext
 
 __all__ = ["close_sessions", "merged_session_stats"]
 
 
 def close_sessions(
-    stage: IngestStage,
+    stage: StageContext,
     on_time: DataFrame,
     prev: SnapshotMeta,
     next_watermark: int,
@@ -107,7 +107,7 @@ def close_sessions(
 
 
 def merged_session_stats(
-    stage: IngestStage, spark: Any, fresh: list[tuple[Any, ...]]
+    stage: StageContext, spark: Any, fresh: list[tuple[Any, ...]]
 ) -> list[tuple[object, ...]]:
     """This batch's session statistics per window (``fresh``: window start and end, ISO
     text; sessions, bounces, pages; median and p95 duration; KLL sketch) merged with the

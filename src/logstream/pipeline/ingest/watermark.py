@@ -24,7 +24,7 @@ from logstream.schema import EVENT_COLUMNS
 from logstream.serving import IngestBatchWrite
 
 if TYPE_CHECKING:
-    from logstream.pipeline.ingest.stage import IngestStage
+    from logstream.pipeline.ingest.context import StageContext
 
 __all__ = ["Split", "since_of", "split_batch"]
 
@@ -75,7 +75,7 @@ class Split:
 
 
 def split_batch(
-    stage: IngestStage,
+    stage: StageContext,
     parsed: DataFrame,
     batch_id: int,
     prev: SnapshotMeta,
@@ -90,7 +90,7 @@ def split_batch(
 
     Parameters
     ----------
-    stage : IngestStage
+    stage : StageContext
     parsed : DataFrame
         The micro-batch's parsed rows (persisted).
     batch_id : int
