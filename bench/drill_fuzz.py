@@ -4,7 +4,8 @@ once — as an event (on time or late) or as a quarantined line — per file.
 The corpus (seeded; 106,891 lines at ``--scale 1``) holds real NASA lines cut at random
 places, random bytes, NULs, invalid UTF-8, CR-only and mixed line endings, 1 MB fields, lines
 of other formats, an empty file, a binary file and a truncated gzip (:func:`build_corpus`).
-It goes through ``logstream batch`` (:func:`run_batch`) and through ``logstream run
+It goes through ``logstream batch`` (:func:`run_batch`, or :func:`start_batch` and
+:func:`finish_batch` to run it beside something else) and through ``logstream run
 --trigger available-now --max-files-per-trigger 3`` (:func:`run_stream`); the expected line
 count of each file is computed here, independently, the way Hadoop's line reader splits
 (``\\n``, ``\\r\\n`` and ``\\r`` end a line; a final line needs no terminator).
@@ -26,6 +27,7 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -139,22 +141,43 @@ def build_corpus(
     return expected
 
 
-def run_batch(directory: Path, work: Path) -> tuple[subprocess.CompletedProcess, dict, Counter]:
-    """``logstream batch`` over the corpus.
+def start_batch(directory: Path, work: Path) -> subprocess.Popen[bytes]:
+    """Start ``logstream batch`` over the corpus (its own process group; its standard output
+    and error in ``work``); :func:`finish_batch` waits for it and reads what it wrote."""
+    with (work / "batch.stdout").open("wb") as out, (work / "batch.stderr").open("wb") as err:
+        return subprocess.Popen(
+            [
+                *harness.LOGSTREAM, "batch", str(directory), "--format", "common",
+                "--json", str(work / "r.json"), "--quarantine", str(work / "q"), "--quiet",
+            ],
+            stdout=out, stderr=err, env=harness.bench_env(), start_new_session=True,
+        )  # fmt: skip
+
+
+def finish_batch(
+    proc: subprocess.Popen[bytes], work: Path, timeout: float = 1800
+) -> tuple[subprocess.CompletedProcess, dict, Counter]:
+    """Wait for the batch of :func:`start_batch` (killed with its process group after
+    ``timeout`` seconds).
 
     Returns
     -------
     tuple
-        The finished process, its JSON report (empty when it wrote none) and the quarantined
-        lines per file name (corrupt files left out).
+        The finished process (its output as text), its JSON report (empty when it wrote none)
+        and the quarantined lines per file name (corrupt files left out).
     """
-    done = subprocess.run(
-        [
-            *harness.LOGSTREAM, "batch", str(directory), "--format", "common",
-            "--json", str(work / "r.json"), "--quarantine", str(work / "q"), "--quiet",
-        ],
-        capture_output=True, text=True, timeout=1800, env=harness.bench_env(),
-    )  # fmt: skip
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    done = subprocess.CompletedProcess(
+        proc.args,
+        proc.returncode,
+        (work / "batch.stdout").read_text(errors="replace"),
+        (work / "batch.stderr").read_text(errors="replace"),
+    )
     report_file = work / "r.json"
     report = json.loads(report_file.read_text()) if report_file.exists() else {}
     per_file: Counter[str] = Counter()
@@ -164,6 +187,12 @@ def run_batch(directory: Path, work: Path) -> tuple[subprocess.CompletedProcess,
             if row["reason"] != "corrupt_file":
                 per_file[Path(row["source_file"]).name] += 1
     return done, report, per_file
+
+
+def run_batch(directory: Path, work: Path) -> tuple[subprocess.CompletedProcess, dict, Counter]:
+    """``logstream batch`` over the corpus, to its end (:func:`start_batch`,
+    :func:`finish_batch`)."""
+    return finish_batch(start_batch(directory, work), work)
 
 
 def run_stream(
