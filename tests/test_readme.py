@@ -86,7 +86,17 @@ def test_every_readme_command_has_a_runner():
         assert known, f"README command without a test: {c}"
 
 
+def batch_outputs(cmd: str) -> list[str]:
+    """The files a ``logstream batch`` command writes (its ``--json`` and ``--html``)."""
+    argv = shlex.split(cmd)
+    return [argv[argv.index(opt) + 1] for opt in ("--json", "--html") if opt in argv]
+
+
 def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
+    """Each command starts after the one before it has ended, but for the first batch (a
+    fresh shell and its JVM: the longest command): it is started in its turn and waited for
+    after the last, the commands after it running meanwhile — none of them reads what it
+    writes (asserted)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out").mkdir()
     cache = tmp_path / "cache"
@@ -99,56 +109,82 @@ def test_readme_commands_run_in_order(spark, tmp_path, monkeypatch, capsys):
     env = new_user_env(LOGSTREAM_CACHE_DIR=str(cache), LOGSTREAM_DATA_DIR=str(DATA_DIR))
     ran = []
     shell_out = []
-    batch_in_shell = False
-    for cmd in commands():
-        if covered_elsewhere(cmd):
-            continue
-        is_batch = cmd.startswith("logstream batch ")
-        if cmd.startswith(IN_A_FRESH_SHELL) or (is_batch and not batch_in_shell):
-            batch_in_shell = batch_in_shell or is_batch
-            done = subprocess.run(
-                fresh_shell(shlex.join(localise(cmd)), tmp_path, env),
-                capture_output=True,
-                text=True,
-                timeout=600,
+    batch: subprocess.Popen[bytes] | None = None  # the first batch, in a fresh shell
+    batch_log = (tmp_path / "batch.stdout", tmp_path / "batch.stderr")
+    cmds = [c for c in commands() if not covered_elsewhere(c)]
+    try:
+        for i, cmd in enumerate(cmds):
+            is_batch = cmd.startswith("logstream batch ")
+            if is_batch and batch is None:
+                for later in cmds[i + 1 :]:
+                    assert not any(f in later for f in batch_outputs(cmd)), (cmd, later)
+                with batch_log[0].open("wb") as out, batch_log[1].open("wb") as err:
+                    batch = subprocess.Popen(
+                        fresh_shell(shlex.join(localise(cmd)), tmp_path, env),
+                        stdout=out,
+                        stderr=err,
+                    )
+                ran.append(cmd)
+                continue
+            if cmd.startswith(IN_A_FRESH_SHELL):
+                done = subprocess.run(
+                    fresh_shell(shlex.join(localise(cmd)), tmp_path, env),
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+                assert done.returncode == 0, (
+                    f"{cmd} exited {done.returncode}: {done.stderr[-2000:]}"
+                )
+                shell_out.append(done.stdout)
+                ran.append(cmd)
+                continue
+            if cmd == "make package":
+                done = subprocess.run(["make", "-s", "package"], cwd=REPO, capture_output=True)
+                assert done.returncode == 0, done.stderr
+                assert (REPO / "dist" / "logstream.zip").stat().st_size > 10_000
+                ran.append(cmd)
+                continue
+            argv = localise(cmd)[1:]
+            if argv[0] == "dashboard":
+                port = free_port()
+                argv[argv.index("--port") + 1] = str(port)
+                proc = subprocess.Popen(
+                    fresh_shell(shlex.join(["logstream", *argv]), tmp_path, env),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                try:
+                    deadline = time.monotonic() + 60
+                    while True:
+                        try:
+                            url = f"http://127.0.0.1:{port}/"
+                            with urllib.request.urlopen(url, timeout=5) as r:
+                                assert r.status == 200
+                                break
+                        except OSError:
+                            assert time.monotonic() < deadline and proc.poll() is None
+                            time.sleep(0.2)  # waiting for the server to listen
+                finally:
+                    proc.terminate()
+                    proc.wait(20)
+                ran.append(cmd)
+                continue
+            code = main(argv)
+            assert code == 0, f"{cmd} exited {code}: {capsys.readouterr().err[-2000:]}"
+            ran.append(cmd)
+        if batch is not None:
+            batch.wait(600)
+            err = batch_log[1].read_text(errors="replace")
+            assert batch.returncode == 0, (
+                f"the first batch exited {batch.returncode}: {err[-2000:]}"
             )
-            assert done.returncode == 0, f"{cmd} exited {done.returncode}: {done.stderr[-2000:]}"
-            shell_out.append(done.stdout)
-            ran.append(cmd)
-            continue
-        if cmd == "make package":
-            done = subprocess.run(["make", "-s", "package"], cwd=REPO, capture_output=True)
-            assert done.returncode == 0, done.stderr
-            assert (REPO / "dist" / "logstream.zip").stat().st_size > 10_000
-            ran.append(cmd)
-            continue
-        argv = localise(cmd)[1:]
-        if argv[0] == "dashboard":
-            port = free_port()
-            argv[argv.index("--port") + 1] = str(port)
-            proc = subprocess.Popen(
-                fresh_shell(shlex.join(["logstream", *argv]), tmp_path, env),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            try:
-                deadline = time.monotonic() + 60
-                while True:
-                    try:
-                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
-                            assert r.status == 200
-                            break
-                    except OSError:
-                        assert time.monotonic() < deadline and proc.poll() is None
-                        time.sleep(0.2)  # waiting for the server to listen
-            finally:
-                proc.terminate()
-                proc.wait(20)
-            ran.append(cmd)
-            continue
-        code = main(argv)
-        assert code == 0, f"{cmd} exited {code}: {capsys.readouterr().err[-2000:]}"
-        ran.append(cmd)
+            shell_out.append(batch_log[0].read_text(errors="replace"))
+    finally:
+        if batch is not None and batch.poll() is None:
+            batch.kill()
+            batch.wait(30)
+    batch_in_shell = batch is not None
     out = capsys.readouterr().out + "".join(shell_out)
     assert str(DATA_DIR / "NASA_access_log_Jul95_day09.log.gz") in out  # data where
     assert str(cache / "NASA_access_log_Jul95.gz") in out  # data fetch, from the cache
