@@ -25,8 +25,10 @@ from logstream.parsing import compile_format, parse
 from logstream.report import build_report
 from logstream.sources import read_lines
 
-MINUTES = 12
-WINDOW = 5  # batches (= event-minutes here)
+#: 8 minutes (221 lines) in windows of 3: the first two windows fill up, the last five slide a
+#: minute out (the inverse function's case)
+MINUTES = 8
+WINDOW = 3  # batches (= event-minutes here)
 TOP = 10
 
 
@@ -115,8 +117,8 @@ def test_dstream_counts_equal_the_batch_report_and_independent_windows(spark, na
     assert sum(hosts.values()) == report["general"]["valid_requests"]
     # the transform() join with the static list of hosts counts exactly their requests
     assert in_list == sum(hosts_seen[h] for h in listed) > 0
-    # reduceByKeyAndWindow with the inverse function: each batch's window of 5 minutes equals
-    # a count over those minutes' lines (the first windows hold fewer minutes)
+    # reduceByKeyAndWindow with the inverse function: each batch's window of WINDOW minutes
+    # equals a count over those minutes' lines (the first windows hold fewer minutes)
     paths = [[r[1] for x in m if (r := parse_line(x, rx, fmt.fields))] for m in by_minute]
     pages = [Counter(p for p in m if re.search(CONTENT_PAGE_REGEX, p)) for m in paths]
     for i, t in enumerate(times):
