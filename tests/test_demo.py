@@ -1,6 +1,13 @@
 """The main job end to end: ``logstream run`` with no source replays the real NASA day onto
 the dashboard through a growing, rotated access.log that the pipeline follows; Ctrl-C stops
-everything; the outputs agree with the batch report."""
+everything; the outputs agree with the batch report.
+
+``make run DURATION=35s`` (:func:`make_run`) is started as the module's first test starts and
+runs beside it: both demos spend most of their time waiting on a clock (the 35 s of
+``--duration``; the replay's event clock up to the first rotation), so they overlap instead of
+queueing (each has its own JVM, output directory, cache and dashboard port; only the Ctrl-C
+demo serves Spark's UI).
+"""
 
 from __future__ import annotations
 
@@ -13,10 +20,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import functions as F
 
 from logstream import analytics
@@ -106,6 +116,54 @@ def scrape_during_the_run(port: int, db: Path) -> dict[str, float]:
     return got
 
 
+@dataclass
+class MakeRun:
+    """A ``make run DURATION=35s`` process, its output (standard output and error) and the
+    demo's directory."""
+
+    proc: subprocess.Popen[bytes]
+    output_log: Path
+    out: Path
+
+    def wait(self, timeout: float = 240) -> str:
+        """Wait for make to end by itself (``--duration``); its output."""
+        self.proc.wait(timeout)
+        return self.output_log.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def make_run(nasa_day, tmp_path_factory) -> Iterator[MakeRun]:
+    """``make run DURATION=35s`` on the real day, started now and left running (it stops by
+    itself); killed with its process group if a test did not wait for its end."""
+    tmp = tmp_path_factory.mktemp("make-run")
+    out = tmp / "demo"
+    env = {
+        **os.environ,
+        "LOGSTREAM_SPARK_UI": "false",
+        "LOGSTREAM_DATA_DIR": str(nasa_day.parent),
+        "LOGSTREAM_CACHE_DIR": str(tmp / "cache"),
+    }
+    args = f"--demo-out {out} --port {free_port()} --speedup 1000"
+    output_log = tmp / "make-run.log"
+    with output_log.open("wb") as fh:
+        proc = subprocess.Popen(
+            ["make", "-s", "run", "DURATION=35s", f"RUN_ARGS={args}"],
+            cwd=REPO,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield MakeRun(proc, output_log, out)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # this run's own process group
+            proc.wait(30)
+
+
+# ``make run`` is started first: it runs beside this test (see the module docstring)
+@pytest.mark.usefixtures("make_run")
 def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
     spark, nasa_day, tmp_path
 ):
@@ -221,27 +279,11 @@ def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
     assert events.agg(F.min("event_time")).first()[0].isoformat() == "1995-07-09T04:00:00"
 
 
-def test_make_run_with_a_duration_ends_cleanly(nasa_day, tmp_path):
+def test_make_run_with_a_duration_ends_cleanly(make_run):
     """``make run DURATION=…`` (the README's main job) stops by itself with the summary line,
     exit status 0 and no Java or Python stack trace (issue 12)."""
-    out = tmp_path / "demo"
-    env = {
-        **os.environ,
-        "LOGSTREAM_SPARK_UI": "false",
-        "LOGSTREAM_DATA_DIR": str(nasa_day.parent),
-        "LOGSTREAM_CACHE_DIR": str(tmp_path / "cache"),
-    }
-    args = f"--demo-out {out} --port {free_port()} --speedup 1000"
-    done = subprocess.run(
-        ["make", "-s", "run", "DURATION=35s", f"RUN_ARGS={args}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:]
+    log = make_run.wait()
+    assert make_run.proc.returncode == 0, log[-3000:]
     assert "done:" in log and "--duration 35s reached" in log, log[-3000:]
     assert stack_trace_lines(log) == [], log[-3000:]
-    assert ingest_batches(out / "logstream.db") >= 1
+    assert ingest_batches(make_run.out / "logstream.db") >= 1
