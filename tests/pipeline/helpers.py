@@ -6,10 +6,11 @@ import gzip
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
-from logstream.pipeline import PipelineConfig
+from logstream.pipeline import Pipeline, PipelineConfig
 
 #: The Parquet outputs of a full run that must not change with a retry or a restart
 #: (``late_events`` and ``quarantine`` stay empty on the NASA day; ``alerts`` has none).
@@ -58,6 +59,20 @@ def config(tmp: Path, input_dir: Path, **overrides) -> PipelineConfig:
     )
     values.update(overrides)
     return PipelineConfig.build(**values)
+
+
+def run_in_process(spark, root: Path, input_dir: Path) -> float:
+    """An uninterrupted available-now run of ``input_dir`` (one file a micro-batch) in the
+    test's own Spark session, its state and outputs under ``root`` as ``logstream run`` lays
+    them out (``root/out``, ``root/state``, ``root/store.db``); returns its seconds. A
+    reference run here needs no JVM start of its own."""
+    start = time.monotonic()
+    pipeline = Pipeline(spark, config(root, input_dir))
+    try:
+        pipeline.run()
+    finally:
+        pipeline.stop()
+    return time.monotonic() - start
 
 
 def load_bench(name: str) -> ModuleType:

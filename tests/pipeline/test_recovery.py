@@ -1,5 +1,10 @@
 """Killed with SIGKILL mid-run and restarted on the same state, the pipeline ends with the
-same Parquet outputs and serving store as an uninterrupted run: nothing lost, nothing twice."""
+same Parquet outputs and serving store as an uninterrupted run: nothing lost, nothing twice.
+
+The killed runs are ``logstream run`` processes (a SIGKILL takes the driver and its JVM); the
+uninterrupted reference and the last restart after the kills run in the test's own Spark
+session, whose JVM is already up (a process start is most of a short run's time). The restart
+of a process that died after delivering a micro-batch is a ``logstream run`` process too."""
 
 from __future__ import annotations
 
@@ -14,9 +19,8 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import PARQUET_OUTPUTS, config, nasa_lines, write_chunks
+from tests.pipeline.helpers import PARQUET_OUTPUTS, nasa_lines, run_in_process, write_chunks
 
-from logstream.pipeline import Pipeline
 from logstream.pipeline.ingest import FAULT_ENV
 
 STORE_TABLES = {
@@ -49,11 +53,7 @@ def chunks(nasa_day, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def reference(spark, chunks, tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("recovery-reference")
-    pipeline = Pipeline(spark, config(tmp, chunks))
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_in_process(spark, tmp, chunks)
     return tmp
 
 
@@ -148,7 +148,8 @@ def test_sigkills_between_writes_then_restart_end_identical_to_an_uninterrupted_
 ):
     for step, batch in KILL_POINTS:  # each start resumes the previous one's state
         run_killed_at(tmp_path, chunks, step, batch)
-    finish(tmp_path, chunks)
+    # the restart on the state the last kill left: batch 2 replayed, then the end
+    run_in_process(spark, tmp_path, chunks)
     want_parquet, want_store = reference_rows
     for name in PARQUET_OUTPUTS:
         got, want = parquet_rows(spark, tmp_path, name), want_parquet[name]
