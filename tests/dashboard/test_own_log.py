@@ -9,10 +9,13 @@ The expected numbers come from the plain-Python oracle (:mod:`tests.oracle`) ove
 written, never from the store.
 
 One run per store form, module-scoped and shared by the tests of that form: the default store
-(no ``--store``: ``OUTPUT_DIR/logstream.db``, passed to the dashboard as ``sqlite:////abs``),
-``--store sqlite:///relative/path.db`` (relative to the run's directory) and a PostgreSQL
-``--store`` on the throwaway cluster of :mod:`tests.serving.conftest`. Each run starts a JVM
-(10–20 s on a busy 2-core machine).
+(no ``--store``: ``OUTPUT_DIR/logstream.db``, passed to the dashboard as ``sqlite:////abs``)
+and a PostgreSQL ``--store`` on the throwaway cluster of :mod:`tests.serving.conftest` (the
+relative ``sqlite:///relative/path.db`` form is read by the same code as the default's, checked
+without a run). Each run starts a JVM (10–20 s on a busy 2-core machine) and then mostly waits
+on its trigger: the PostgreSQL form's run is started as soon as the default form's serves its
+dashboard, so it starts while the default form's tests run; each is stopped after its form's
+tests.
 
 The unit tests at the end need no Spark: the store references the pipeline passes, a store
 that cannot be opened (said on the page, logged once), and the follow source's loss totals on
@@ -30,6 +33,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,12 +161,10 @@ def eventually(read: Callable[[], Any], done: Callable[[Any], bool], run: OwnRun
         time.sleep(0.25)  # watching a live process
 
 
-@pytest.fixture(scope="module", params=STORE_KINDS)
-def own_run(request, nasa_day, tmp_path_factory) -> Iterator[OwnRun]:
-    """The README's command on a followed, growing log; ``--store`` by the param: none (the
-    default SQLite store) or a new PostgreSQL database."""
-    kind = request.param
-    tmp = tmp_path_factory.mktemp(f"own-{kind}")
+def start_run(kind: str, tmp: Path, lines: list[str], stack: ExitStack) -> OwnRun:
+    """Start the README's command on an empty ``access.log`` in ``tmp``; ``--store`` by
+    ``kind``: none (the default SQLite store) or a new database on a PostgreSQL cluster that
+    ``stack`` stops."""
     logs = tmp / "logs"
     logs.mkdir()
     access_log = logs / "access.log"
@@ -174,31 +176,68 @@ def own_run(request, nasa_day, tmp_path_factory) -> Iterator[OwnRun]:
         "--output-dir", str(tmp / "out"), "--state-dir", str(tmp / "state"),
         "--dashboard", "--port", str(port),
     ]  # fmt: skip
-    cluster = None
     if kind == "postgresql":
         from tests.serving.conftest import postgres_cluster
 
-        cluster = postgres_cluster()
-        argv += ["--store", cluster.__enter__().new_database()]
+        argv += ["--store", stack.enter_context(postgres_cluster()).new_database()]
     env = {**os.environ, "LOGSTREAM_SPARK_UI": "false"}  # no port 4040 beside other runs
     output_log = tmp / "run.log"
     with output_log.open("wb") as out:
         proc = subprocess.Popen(
             argv, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    run = OwnRun(proc, port, access_log, output_log, nasa_lines(nasa_day))
+    return OwnRun(proc, port, access_log, output_log, lines)
+
+
+def wait_for_dashboard(run: OwnRun) -> None:
+    """Until the run's dashboard answers its metrics route (its JVM and pipeline are up)."""
+    eventually(lambda: scrape_url(run.port), lambda m: "logstream_up" in m, run, FIRST_DATA_S)
+
+
+def stop_run(run: OwnRun) -> None:
+    """Ctrl-C, as a user stops it (its process group killed if it does not end)."""
+    proc = run.proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # this run's own process group
+            proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def own_runs(request, nasa_day, tmp_path_factory) -> Iterator[dict[str, OwnRun]]:
+    """The runs of every store kind the selected tests of this module use, in the order of
+    :data:`STORE_KINDS`, each started once the one before serves its dashboard (its JVM and
+    pipeline are up): a run then mostly waits on its trigger, so the next kind's start (its
+    JVM, its PostgreSQL cluster) overlaps the earlier kind's tests instead of following them
+    and does not slow the earlier kind's own start."""
+    params = [getattr(getattr(i, "callspec", None), "params", {}) for i in request.session.items]
+    selected = {p["own_run"] for p in params if "own_run" in p}
+    lines = nasa_lines(nasa_day)
+    runs: dict[str, OwnRun] = {}
+    with ExitStack() as stack:
+        try:
+            for kind in (k for k in STORE_KINDS if k in selected):
+                if runs:
+                    wait_for_dashboard(list(runs.values())[-1])
+                runs[kind] = start_run(kind, tmp_path_factory.mktemp(f"own-{kind}"), lines, stack)
+            yield runs
+        finally:
+            for run in runs.values():
+                stop_run(run)  # before its PostgreSQL cluster stops
+
+
+@pytest.fixture(scope="module", params=STORE_KINDS)
+def own_run(request, own_runs) -> Iterator[OwnRun]:
+    """The README's command on a followed, growing log; ``--store`` by the param: none (the
+    default SQLite store) or a new PostgreSQL database. Stopped (Ctrl-C) after its tests."""
+    run = own_runs[request.param]
     try:
         yield run
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # this run's own process group
-                proc.wait(30)
-        if cluster is not None:
-            cluster.__exit__(None, None, None)
+        stop_run(run)
 
 
 @pytest.fixture(scope="module")
