@@ -348,7 +348,8 @@ def flash_run(spark, tmp_path_factory):
 def steady_day(spark, tmp_path_factory):
     config = TrafficConfig(rate_per_s=RATE_PER_S, duration_s=24 * 3600, seed=3, log_format="common")
     tmp = tmp_path_factory.mktemp("alerts_day")
-    _, lines, rows, progress = run_stream(spark, tmp, config, per_file=33_000, name="alerts_day")
+    # 129,515 lines in two files: two micro-batches of data, then the no-data one
+    _, lines, rows, progress = run_stream(spark, tmp, config, per_file=65_000, name="alerts_day")
     return config, lines, rows, progress, tmp / "checkpoint"
 
 
