@@ -7,6 +7,8 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
 1. ``goaccess``: ``goaccess - --log-format=COMMON --no-ip-validation -o r.json`` fed the 31
    files on stdin (GoAccess 1.x, single-threaded; installed with apt-get when missing);
 2. ``batch``: ``logstream batch DIR --format common --json r.json --quiet``;
+   ``batch_no_panels``: the same with every GoAccess panel left out (``--no-panel``): the
+   panels' cost is its difference with ``batch``;
 3. ``backfill_full``: ``logstream run --trigger available-now`` over the 31 files, every
    output on, ``--max-files-per-trigger`` files per micro-batch (default 31: one micro-batch);
 4. ``backfill_ingest``: the same with ``--queries none`` (events, late events and quarantine
@@ -71,6 +73,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import harness
+from logstream.report.panels import PANELS
 
 #: The outputs of the pipeline before reference data.
 NO_REFERENCE = "traffic_per_minute,trending_pages,unique_visitors,sessions,top_clients,alerts"
@@ -84,6 +87,7 @@ REFERENCE_ARGS = (
 #: The rows of the report after ``goaccess``, in the order they run.
 ROWS = (
     "batch",
+    "batch_no_panels",
     "backfill_full",
     "backfill_ingest",
     "backfill_no_reference",
@@ -335,6 +339,9 @@ def time_rows(files: list[Path], rows: list[str], per: int, bot_model: Path | No
         for row in rows:
             if row == "batch":
                 figures[row] = harness.batch_seconds(files)
+            elif row == "batch_no_panels":  # the cost of GoAccess's panels: its difference
+                off = [a for p in PANELS for a in ("--no-panel", p)]
+                figures[row] = harness.batch_seconds(files, *off)
             elif row == "backfill_bots":
                 model = bot_model or train_bot_model(tmp / "bots")
                 figures[row] = harness.backfill_seconds(

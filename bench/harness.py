@@ -260,12 +260,12 @@ def goaccess_seconds(files: list[Path]) -> float:
         return timed([*cmd, "-o", str(tmp / "r.json")], stdin_files=files)
 
 
-def batch_seconds(files: list[Path]) -> float:
-    """Wall seconds of ``logstream batch FOLDER --format common --quiet --json r.json`` on
-    the folder of ``files``."""
+def batch_seconds(files: list[Path], *extra: str) -> float:
+    """Wall seconds of ``logstream batch FOLDER --format common --quiet --json r.json`` (then
+    ``extra`` options) on the folder of ``files``."""
     with scratch("bench-batch-") as tmp:
         cmd = [*LOGSTREAM, "batch", str(files[0].parent), "--format", "common", "--quiet"]
-        return timed([*cmd, "--json", str(tmp / "r.json")])
+        return timed([*cmd, "--json", str(tmp / "r.json"), *extra])
 
 
 def backfill_seconds(files: list[Path], per_trigger: int, queries: str, *extra: str) -> float:

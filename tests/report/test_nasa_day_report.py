@@ -15,6 +15,7 @@ import copy
 import json
 import os
 import re
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.dashboard.helpers import chromium
 from logstream.cli import main
 from logstream.parsing import compile_format, parse
 from logstream.report import REPORT_KEYS, build_report, render_html
+from logstream.report.panels import PANELS, STATIC_EXTENSIONS
 from logstream.sources import read_lines
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")  # never fetch a browser
@@ -163,3 +165,57 @@ def test_no_tile_or_title_of_the_html_report_is_clipped_at_1400_px(
     # nothing spills out of its tile either
     spilled = [b for b in boxes if b["tag"] == "B" and b["right"] > b["parent"] + 0.5]
     assert not spilled, spilled
+
+
+# -- GoAccess's panels on a log without user agents or referrers --------------------------------
+
+STATIC = re.compile(r"(?i).\.(?:" + "|".join(e.lstrip(".") for e in STATIC_EXTENSIONS) + r")$")
+
+
+def target(r: oracle.Ref) -> str:
+    return r.url_path + (f"?{r.query_string}" if r.query_string else "")
+
+
+def test_goaccess_panels_of_the_nasa_day_equal_an_independent_count(nasa_cli, nasa_day):
+    report, page = nasa_cli
+    refs, _ = oracle.parse_file(nasa_day)
+    counted = [r for r in refs if not 400 <= r.status < 500]  # 4xx makes no visitor
+    day = report["visitors"]["data"]
+    assert day == [
+        {
+            "data": "1995-07-09",
+            "hits": 35_272,
+            "visitors": len({r.client_host for r in counted}),
+            "bytes": oracle.bandwidth(refs),
+        }
+    ]
+    hosts: dict[str, list] = {}
+    for r in refs:
+        h = hosts.setdefault(r.client_host, [0, 0, 0])
+        h[0] += 1
+        h[1] += r.bytes_sent
+        h[2] = h[2] or int(not 400 <= r.status < 500)
+    want = sorted(hosts.items(), key=lambda kv: (-kv[1][0], kv[0]))[:10]
+    got = [(i["data"], [i["hits"], i["bytes"], i["visitors"]]) for i in report["hosts"]["data"]]
+    assert got == want
+    assert report["hosts"]["metadata"]["items"] == len(hosts)
+    static = Counter(
+        (target(r), r.method, r.protocol)
+        for r in refs
+        if r.status != 404 and r.url_path and STATIC.search(target(r))
+    )
+    meta = report["static_requests"]["metadata"]
+    assert (meta["hits"], meta["items"]) == (static.total(), len(static))
+    for item in report["static_requests"]["data"]:
+        assert item["hits"] == static[(item["data"], item["method"], item["protocol"])]
+    assert report["not_found"]["metadata"]["hits"] == sum(r.status == 404 for r in refs)
+    assert report["not_found"]["metadata"]["visitors"] == 0
+    for name in ("os", "browsers"):  # no user agent: one family, Unknown
+        assert [(i["data"], i["hits"]) for i in report[name]["data"]] == [("Unknown", 35_272)]
+    for name in ("referrers", "referring_sites", "remote_user"):
+        assert report[name] == {
+            "metadata": {"hits": 0, "visitors": 0, "bytes": 0, "items": 0},
+            "data": [],
+        }
+    for name in PANELS:
+        assert f'id="panel-{name}"' in page

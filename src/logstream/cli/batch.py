@@ -65,6 +65,37 @@ StrictOption = Annotated[
         "it as corrupt_file and count its readable lines.",
     ),
 ]
+NoPanelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--no-panel",
+        metavar="PANEL",
+        help="Leave out one of GoAccess's panels (repeatable): visitors, static_requests, "
+        "not_found, hosts, os, browsers, referrers, referring_sites, remote_user. "
+        "Default: every panel.",
+        show_default=False,
+    ),
+]
+StaticExtOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--static-ext",
+        metavar="EXT",
+        help="Count this extension as a static file too (repeatable, e.g. .webp), besides "
+        "GoAccess's list (.css, .js, .png, … see docs/report.md).",
+        show_default=False,
+    ),
+]
+SiteHostOption = Annotated[
+    str | None,
+    typer.Option(
+        "--site-host",
+        metavar="HOST",
+        help="Your own site's host name (www.example.com): its referrals leave the referrer "
+        "panels (GoAccess's --hide-referer).",
+        show_default=False,
+    ),
+]
 QuietOption = Annotated[
     bool,
     typer.Option(
@@ -87,6 +118,9 @@ def batch(
     drop_duplicates: DropDuplicatesOption = False,
     strict: StrictOption = False,
     reference: ReferenceOption = None,
+    no_panel: NoPanelOption = None,
+    static_ext: StaticExtOption = None,
+    site_host: SiteHostOption = None,
     quiet: QuietOption = False,
     master: MasterOption = None,
     conf: ConfOption = None,
@@ -104,6 +138,7 @@ def batch(
     from logstream.parsing import parse, resolve_format
     from logstream.reference import ReferenceTables, parse_reference_options
     from logstream.report import build_report
+    from logstream.report.panels import PANELS, check_panels
     from logstream.report.progress import SparkProgress, progress_enabled
     from logstream.session import get_spark
     from logstream.sources import (
@@ -118,6 +153,10 @@ def batch(
 
     if time_zone is not None:
         validate_time_zone(time_zone)
+    try:
+        check_panels(no_panel or [], static_ext or [])
+    except ValueError as e:
+        raise ConfigError(str(e).replace("unknown panel", "--no-panel: unknown panel")) from e
     extra = spark_conf(conf)  # a bad --conf stops before anything is read
     inputs = expand_inputs(paths)
     for out in (json_path, html_path):
@@ -154,6 +193,9 @@ def batch(
             quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
             corrupt_files=corrupt.result() if not strict else {},
             reference=tables,
+            panels=[p for p in PANELS if p not in (no_panel or [])],
+            static_extensions=static_ext or [],
+            site_host=site_host,
         )
     checking.shutdown()
     report["general"]["skipped_files"] = skipped

@@ -14,6 +14,7 @@ per table, one row per hour and per day. The keys of the returned dictionary are
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -27,6 +28,7 @@ from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
 from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
+from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_views
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
@@ -45,6 +47,7 @@ REPORT_KEYS: tuple[str, ...] = (
     "sessions",
     "quarantine",
     "reference",
+    *PANELS,
 )
 
 #: Quarantined lines shown as examples in the report.
@@ -91,6 +94,9 @@ def build_report(
     duplicates_dropped: int | None = None,
     corrupt_files: dict[str, str] | None = None,
     reference: ReferenceTables | None = None,
+    panels: Sequence[str] = PANELS,
+    static_extensions: Sequence[str] = (),
+    site_host: str | None = None,
 ) -> dict[str, Any]:
     """Compute the batch report from parsed lines.
 
@@ -127,6 +133,9 @@ def build_report(
         Reference tables (:mod:`logstream.reference`); default: the built-in agent classes
         and first-segment sections. The events are enriched by the same broadcast joins as
         in ``logstream run``.
+    panels, static_extensions, site_host
+        GoAccess's panels to compute (default: all), extensions counted as static besides
+        GoAccess's, your own site's host: :func:`logstream.report.panels.panel_views`.
 
     Returns
     -------
@@ -148,7 +157,8 @@ def build_report(
         ``crawler`` agent class over valid requests), ``agent_classes``, ``sections`` and
         (with a networks table) ``networks``: the top ``top`` keys by requests, each with
         ``requests``, ``bytes``, ``errors`` (status ≥ 400) and ``error_rate``; and
-        ``tables``: each table's source and version (SHA-256).
+        ``tables``: each table's source and version (SHA-256); and each panel of ``panels``
+        in GoAccess's layout (:func:`logstream.report.panels.build_panels`).
 
     Raises
     ------
@@ -160,13 +170,17 @@ def build_report(
     tables = (reference if reference is not None else ReferenceTables()).current
     # the input is read and parsed once: every table, the sessions and the quarantine come from
     # the rows of one aggregation, which is small (a row per key) and cached
-    counts = _view_counts(parsed, time_zone, tables).persist(StorageLevel.MEMORY_AND_DISK)
+    panels = [p for p in PANELS if p in panels]
+    views = _view_counts(parsed, time_zone, tables, panels, static_extensions, site_host)
+    counts = views.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         report = _build(
             counts, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
         )
         _describe(counts, "reference")
         report["reference"] = _reference(counts, tables, top)
+        _describe(counts, "panels")
+        report.update(build_panels(counts, panels, top, tables.get("agents")))
     finally:
         counts.unpersist()
         parsed.sparkSession.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
@@ -174,7 +188,14 @@ def build_report(
     return report
 
 
-def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any]) -> DataFrame:
+def _view_counts(
+    parsed: DataFrame,
+    time_zone: str | None,
+    tables: dict[str, Any],
+    panels: Sequence[str] = (),
+    static_extensions: Sequence[str] = (),
+    site_host: str | None = None,
+) -> DataFrame:
     """Every table of the report from one aggregation of the parsed lines.
 
     Each line is projected into the views it belongs to (``F.inline`` of an array of structs:
@@ -190,15 +211,17 @@ def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any
     are read from these rows, not from the events (:func:`_reference`). Each quarantined line
     is a row of its own in the view ``bad``: its raw text, source file (``key2``), reason
     (``key3``) and position in the input (``at``), so the quarantine keeps every copy in input
-    order.
+    order. The rows of GoAccess's ``panels`` come from
+    :func:`logstream.report.panels.panel_views`.
 
     Returns
     -------
     DataFrame
-        ``view``, ``key``, ``key2``, ``key3`` (string), ``day`` (date), ``at`` (bigint: the
-        minute of a ``visit``, epoch milliseconds; the position of a ``bad`` line), the keys
-        (null where a view has none); ``requests`` (lines), ``bytes`` (bytes), ``errors``
-        (status ≥ 400), ``not_found`` (status 404), ``pages`` (content pages) (bigint);
+        ``view``, ``key``, ``key2``, ``key3``, ``key4`` (string), ``day`` (date), ``at``
+        (bigint: the minute of a ``visit``, epoch milliseconds; the position of a ``bad``
+        line), the keys (null where a view has none); ``requests`` (lines), ``bytes``
+        (bytes), ``errors`` (status ≥ 400), ``not_found`` (status 404), ``pages`` (content
+        pages), ``uniq`` (requests that make a GoAccess visitor: status not 4xx) (bigint);
         ``first_ms``, ``last_ms`` (bigint: epoch milliseconds of the first and last event).
     """
     is_event = F.col(REASON_COLUMN).isNull()
@@ -223,12 +246,14 @@ def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any
         on_day: Column | None = None,
         at: Column | None = None,
         when: Column = is_event,
+        key4: Column = none,
     ) -> Column:
         return F.struct(
             F.when(when, F.lit(name)).alias("view"),
             key.alias("key"),
             key2.alias("key2"),
             key3.alias("key3"),
+            key4.alias("key4"),
             (F.lit(None).cast("date") if on_day is None else on_day).alias("day"),
             (F.lit(None).cast("bigint") if at is None else at).alias("at"),
         )
@@ -254,9 +279,18 @@ def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any
             at=F.monotonically_increasing_id(),  # the order of the input
             when=~is_event,
         ),
+        *panel_views(
+            view,
+            day,
+            is_event,
+            panels=panels,
+            static_extensions=static_extensions,
+            site_host=site_host,
+        ),
     ]
     rows = parsed.select(
         *_EVENT_COLUMNS,
+        *(PANEL_COLUMNS if panels else ()),
         "raw_line",
         "source_file",
         REASON_COLUMN,
@@ -264,17 +298,24 @@ def _view_counts(parsed: DataFrame, time_zone: str | None, tables: dict[str, Any
     )
     if time_zone is None:  # the offset read once per line, then used by two views
         rows = rows.withColumn("_offset_s", _line_offset_seconds(F.col("raw_line")))
+    return _count_views(
+        rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
+    )
+
+
+def _count_views(projected: DataFrame) -> DataFrame:
+    """The one aggregation of :func:`_view_counts` over the lines projected into views."""
     status = F.col("status")
     return (
-        rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
-        .where(F.col("view").isNotNull())
-        .groupBy("view", "key", "key2", "key3", "day", "at")
+        projected.where(F.col("view").isNotNull())
+        .groupBy("view", "key", "key2", "key3", "key4", "day", "at")
         .agg(
             F.count("*").alias("requests"),
             F.coalesce(F.sum("bytes_sent"), F.lit(0)).cast("bigint").alias("bytes"),
             F.count_if(status >= analytics.ERROR_STATUS_MIN).alias("errors"),
             F.count_if(status == 404).alias("not_found"),
             F.count_if("_page").alias("pages"),
+            F.count_if((status < 400) | (status >= 500)).alias("uniq"),
             F.min("_t").alias("first_ms"),
             F.max("_t").alias("last_ms"),
         )

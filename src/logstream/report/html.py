@@ -11,6 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from logstream.report.panels import PANEL_TITLES, PANELS, panel_table
 from logstream.report.terminal import dedup_label
 from logstream.units import human_bytes
 
@@ -64,6 +65,18 @@ def _reference_html(ref: dict[str, Any] | None) -> str:
             "<h2>Top networks</h2>",
             _table(ref["networks"], [("organisation", "organisation"), *columns]),
         ]
+    return "\n".join(parts)
+
+
+def _panels_html(report: dict[str, Any]) -> str:
+    """GoAccess's panels of the report, one section each (``id="panel-os"``)."""
+    parts = []
+    for name in PANELS:
+        if name in report:
+            columns, rows = panel_table(name, report[name])
+            body = _table(rows, columns) if rows else "<p>None.</p>"
+            title = html.escape(PANEL_TITLES[name])
+            parts.append(f'<section id="panel-{name}"><h2>{title}</h2>\n{body}</section>')
     return "\n".join(parts)
 
 
@@ -188,6 +201,7 @@ def render_html(report: dict[str, Any]) -> str:
 <h2>Top 404 URLs</h2>
 {_table(report["top_not_found"], [("url_path", "URL"), ("requests", "requests")])}
 {_reference_html(report.get("reference"))}
+{_panels_html(report)}
 <h2>Quarantined lines</h2>
 {_table(reasons, [("reason", "reason"), ("lines", "lines")]) if reasons else "<p>None.</p>"}
 {

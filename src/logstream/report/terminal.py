@@ -8,6 +8,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 
+from logstream.report.panels import PANEL_TITLES, PANELS, panel_table
 from logstream.units import human_bytes
 
 __all__ = ["render_terminal"]
@@ -16,7 +17,7 @@ __all__ = ["render_terminal"]
 def _table(title: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> Table:
     table = Table(title=title, title_justify="left", expand=False)
     for key, header in columns:
-        numeric = key in ("requests", "bytes", "rank", "lines")
+        numeric = key in ("requests", "bytes", "rank", "lines", "hits", "visitors")
         table.add_column(header, justify="right" if numeric else "left", overflow="fold")
     for row in rows:
         cells = []
@@ -134,6 +135,10 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
                     "Top networks", [("organisation", "organisation"), *columns], ref["networks"]
                 )
             )
+    for name in PANELS:
+        if name in report:
+            columns, rows = panel_table(name, report[name])
+            console.print(_table(PANEL_TITLES[name], columns, rows))
     q = report["quarantine"]
     if q["failed_lines"]:
         reasons = [{"reason": k, "lines": v} for k, v in q["reasons"].items()]

@@ -1,0 +1,453 @@
+"""GoAccess's panels in the batch report: daily visitors, hosts, static files, not-found
+requests, operating systems, browsers, referrers, referring sites and remote users.
+
+Each panel holds GoAccess's metrics per item: ``hits`` (requests), ``visitors`` and ``bytes``.
+The definitions are GoAccess's (1.7, ``src/parser.c`` and ``src/gstorage.c``), so that the
+two reports agree on the same log:
+
+* a **visitor** is a client host, a calendar day (the date written in the line) and a user
+  agent; requests answered with a 4xx status do not make a visitor (GoAccess's default,
+  ``4xx-to-unique-count false``). An item's ``visitors`` counts the distinct visitors among
+  its requests;
+* a **request** is the request's target with its query string, ``%xx``-decoded, and with its
+  method and protocol (``GET /a.css HTTP/1.1``);
+* a **not-found** request is one answered 404; a **static** request is any other whose target
+  ends with a static extension (:data:`STATIC_EXTENSIONS`, case-insensitive; a target with a
+  query string after the extension is not static);
+* a **referring site** is the referrer's host: the text after its first ``//`` up to the next
+  ``/``. With ``site_host`` the site's own referrals are left out of both referrer panels
+  (GoAccess's ``--hide-referer``);
+* **operating systems** and **browsers** are families with versions as children
+  (:mod:`logstream.analytics.useragents`): a visitor's user agent names one child, so a
+  family's visitors are the sum of its children's.
+
+Where logstream differs on purpose: the referrers panel leaves out requests with no referrer
+(GoAccess lists them as ``-``), and the visitors panel's days are ISO dates (``2015-05-17``,
+GoAccess writes ``20150517``).
+
+The panels are rows of the report's one aggregation (:func:`panel_views`, in
+:func:`logstream.report.batch._view_counts`): each line is projected into the panels it
+belongs to, keyed by the panel's item, the client host, the user agent and the day, so that a
+second, small aggregation per item counts its visitors exactly (:func:`build_panels`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from logstream import analytics
+from logstream.analytics.useragents import FAMILY_SCHEMA, agent_families
+from logstream.reference import CRAWLER_CLASS, agent_class_column
+from logstream.reference.tables import Table
+
+__all__ = ["PANELS", "STATIC_EXTENSIONS", "build_panels", "check_panels", "panel_views"]
+
+#: The panels, by their GoAccess JSON key, in GoAccess's order.
+PANELS: tuple[str, ...] = (
+    "visitors",
+    "static_requests",
+    "not_found",
+    "hosts",
+    "os",
+    "browsers",
+    "referrers",
+    "referring_sites",
+    "remote_user",
+)
+
+#: GoAccess's static-file extensions (Debian's ``/etc/goaccess/goaccess.conf`` of GoAccess
+#: 1.7, the list a user sees); ``static_extensions`` adds to them.
+STATIC_EXTENSIONS: tuple[str, ...] = (
+    *".css .js .jpg .png .gif .ico .jpeg .pdf .csv .mpeg .mpg .swf .woff .woff2 .xls .xlsx".split(),
+    *".doc .docx .ppt .pptx .txt .zip .ogg .mp3 .mp4 .exe .iso .gz .rar .svg .bmp .tar".split(),
+    *".tgz .tiff .tif .ttf .flv .dmg .xz .zst".split(),
+)
+
+#: The event columns the panels read, beyond the report's own.
+PANEL_COLUMNS = ("query_string", "method", "protocol", "referrer", "user")
+
+#: The rows of :func:`panel_views` each panel is read from.
+_AGENT_VIEW = "p_agent"  # key: user agent ("-" for none), key2: host; for 4 panels
+_ITEM_VIEWS = {  # key: the item, key2: host, key3: user agent
+    "static_requests": "p_static",
+    "not_found": "p_404",
+    "referrers": "p_referrer",
+    "referring_sites": "p_site",
+    "remote_user": "p_user",
+}
+_FROM_AGENTS = ("visitors", "hosts", "os", "browsers")
+_EXTENSION = re.compile(r"^\.?[A-Za-z0-9]{1,16}$")
+
+
+def check_panels(disabled: Sequence[str], static_extensions: Sequence[str]) -> None:
+    """Reject an unknown panel name or a malformed extension.
+
+    Raises
+    ------
+    ValueError
+        Naming the value and the accepted ones.
+    """
+    for name in disabled:
+        if name not in PANELS:
+            raise ValueError(f"unknown panel {name!r}: use one of {', '.join(PANELS)}")
+    for ext in static_extensions:
+        if not _EXTENSION.match(ext):
+            raise ValueError(
+                f"static extension {ext!r} is not an extension: use letters and digits, "
+                "with or without the dot (e.g. .webp)"
+            )
+
+
+def _static_regex(extra: Sequence[str]) -> str:
+    names = {e.lstrip(".").lower() for e in (*STATIC_EXTENSIONS, *extra)}
+    return r"(?i).\.(?:" + "|".join(sorted(names)) + r")$"
+
+
+def request_target(
+    url_path: Column, query_string: Column, method: Column, protocol: Column
+) -> tuple[Column, Column]:
+    """The request as GoAccess keys it: the target with its query string, ``%xx``-decoded
+    and trimmed (an invalid escape keeps the text as written; ``+`` stays ``+``), and
+    ``method protocol`` (``GET HTTP/1.1``). A target ending in a bare ``?`` has no query
+    string after parsing, so it is keyed without the ``?`` (GoAccess keeps it)."""
+    target = F.when(query_string.isNull(), url_path).otherwise(
+        F.concat(url_path, F.lit("?"), query_string)
+    )
+    decoded = F.when(
+        F.instr(target, "%") > 0,
+        # trimmed, as GoAccess trims the decoded target ("/a%20" is "/a")
+        F.trim(F.coalesce(F.try_url_decode(F.replace(target, F.lit("+"), F.lit("%2B"))), target)),
+    ).otherwise(target)
+    return decoded, F.concat_ws(" ", method, protocol)
+
+
+def panel_views(
+    view: Callable[..., Column],
+    day: Column,
+    is_event: Column,
+    *,
+    panels: Sequence[str],
+    static_extensions: Sequence[str] = (),
+    site_host: str | None = None,
+) -> list[Column]:
+    """The rows each line adds to the report's aggregation for ``panels``.
+
+    Parameters
+    ----------
+    view : callable
+        ``view(name, key, key2, key3, on_day=, key4=, when=)`` of
+        :func:`logstream.report.batch._view_counts`: one struct per view.
+    day : Column
+        The line's calendar day.
+    is_event : Column
+        The line parsed (it is not quarantined).
+    panels : sequence of str
+        The panels shown (of :data:`PANELS`).
+    static_extensions : sequence of str
+        Extensions added to :data:`STATIC_EXTENSIONS`.
+    site_host : str, optional
+        Your own site's host: its referrals leave the referrer panels.
+
+    Returns
+    -------
+    list of Column
+        Structs for ``F.inline``: ``p_agent`` (user agent, host, day) when a panel of visitors,
+        hosts, OS or browsers is shown; ``p_static`` and ``p_404`` (the request, host, user
+        agent, day, ``method protocol``); ``p_referrer``, ``p_site`` and ``p_user``.
+    """
+    host, agent = F.col("client_host"), F.coalesce(F.col("user_agent"), F.lit("-"))
+    out = []
+    if any(p in panels for p in _FROM_AGENTS):
+        out.append(view(_AGENT_VIEW, agent, host, on_day=day, when=is_event))
+    if "static_requests" in panels or "not_found" in panels:
+        target, method_protocol = request_target(
+            F.col("url_path"), F.col("query_string"), F.col("method"), F.col("protocol")
+        )
+        is_404 = F.col("status") == 404
+        is_static = ~is_404 & target.rlike(_static_regex(static_extensions))
+        for panel, when in (("static_requests", is_static), ("not_found", is_404)):
+            if panel in panels:
+                view_name = _ITEM_VIEWS[panel]
+                out.append(
+                    view(
+                        view_name,
+                        target,
+                        host,
+                        agent,
+                        on_day=day,
+                        key4=method_protocol,
+                        when=is_event & when,
+                    )
+                )
+    referrer = F.col("referrer")
+    site = F.regexp_extract(referrer, "//([^/]+)", 1)
+    shown = referrer.isNotNull()
+    if site_host:
+        shown = shown & (F.lower(site) != site_host.lower())
+    for panel, key, when in (
+        ("referrers", referrer, shown),
+        ("referring_sites", site, shown & (site != "")),
+        ("remote_user", F.col("user"), F.col("user").isNotNull()),
+    ):
+        if panel in panels:
+            out.append(view(_ITEM_VIEWS[panel], key, host, agent, on_day=day, when=is_event & when))
+    return out
+
+
+def build_panels(
+    counts: DataFrame, panels: Sequence[str], top: int, agents: Table | None
+) -> dict[str, Any]:
+    """The panels from the rows of the report's aggregation.
+
+    Parameters
+    ----------
+    counts : DataFrame
+        The rows of :func:`logstream.report.batch._view_counts` (with ``uniq``: the requests
+        that count towards visitors).
+    panels : sequence of str
+        The panels to build.
+    top : int
+        Items per panel, and children per item (the visitors panel has every day).
+    agents : Table, optional
+        The agents reference table: its crawler class is the ``Crawlers`` family.
+
+    Returns
+    -------
+    dict
+        Panel name → ``{"metadata": {"hits", "visitors", "bytes", "items"}, "data": [...]}``;
+        each item of ``data`` has ``data`` (its key), ``hits``, ``visitors``, ``bytes``, plus
+        ``method`` and ``protocol`` for requests and ``items`` (its children, the same shape)
+        for ``os`` and ``browsers``. Totals in ``metadata`` cover every item, not only the top.
+    """
+    if not panels:
+        return {}
+    flat = _panel_items(counts, panels, agents).persist()
+    try:
+        roots = flat.where(F.col("parent").isNull())
+        meta = roots.groupBy("panel").agg(
+            F.sum("hits").alias("hits"),
+            F.sum("visitors").alias("visitors"),
+            F.sum("bytes").alias("bytes"),
+            F.count("*").alias("items"),
+        )
+        shown = analytics.top_n_per_group(
+            roots.where(F.col("panel") != "visitors"), ["panel"], ["hits"], top
+        ).drop("rank")
+        children = analytics.top_n_per_group(
+            flat.where(F.col("parent").isNotNull()), ["panel", "parent"], ["hits"], top
+        ).drop("rank")
+        days = roots.where(F.col("panel") == "visitors")
+        rows = (
+            meta.select(
+                F.lit("meta").alias("kind"),
+                "panel",
+                *(F.lit(None).cast("string").alias(c) for c in ("data", "parent", "method")),
+                F.lit(None).cast("string").alias("protocol"),
+                "hits",
+                "visitors",
+                "bytes",
+                "items",
+            )
+            .unionByName(
+                shown.unionByName(children)
+                .unionByName(days)
+                .select(F.lit("row").alias("kind"), "*", F.lit(None).cast("bigint").alias("items"))
+            )
+            .collect()
+        )
+    finally:
+        flat.unpersist()
+    return _assemble([r.asDict() for r in rows], panels)
+
+
+def _assemble(rows: list[dict[str, Any]], panels: Sequence[str]) -> dict[str, Any]:
+    """The panels' JSON from the collected rows of :func:`build_panels`."""
+    out: dict[str, Any] = {
+        p: {"metadata": {"hits": 0, "visitors": 0, "bytes": 0, "items": 0}, "data": []}
+        for p in panels
+    }
+    children: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["kind"] == "meta":
+            out[r["panel"]]["metadata"] = {k: int(r[k]) for k in ("hits", "visitors", "bytes")}
+            out[r["panel"]]["metadata"]["items"] = int(r["items"])
+            continue
+        item: dict[str, Any] = {
+            "data": r["data"],
+            "hits": int(r["hits"]),
+            "visitors": int(r["visitors"]),
+            "bytes": int(r["bytes"]),
+        }
+        if r["method"] is not None:
+            item["method"], item["protocol"] = r["method"], r["protocol"]
+        if r["parent"] is None:
+            out[r["panel"]]["data"].append(item)
+        else:
+            children.setdefault((r["panel"], r["parent"]), []).append(item)
+    for name, panel in out.items():
+        if name == "visitors":
+            panel["data"].sort(key=lambda i: i["data"])
+        else:
+            panel["data"].sort(key=lambda i: (-i["hits"], i["data"]))
+        if name in ("os", "browsers"):
+            for item in panel["data"]:
+                item["items"] = sorted(
+                    children.get((name, item["data"]), []), key=lambda i: (-i["hits"], i["data"])
+                )
+    return out
+
+
+def _panel_items(counts: DataFrame, panels: Sequence[str], agents: Table | None) -> DataFrame:
+    """One row per panel item: ``panel``, ``data``, ``parent`` (the family of an OS or browser
+    version; null for a top-level item), ``method``, ``protocol`` (strings); ``hits``,
+    ``visitors``, ``bytes`` (bigint)."""
+    view = F.col("view")
+    visitor = F.count_if(F.col("uniq") > 0).alias("visitors")
+    sums = (F.sum("requests").alias("hits"), visitor, F.sum("bytes").alias("bytes"))
+    none = F.lit(None).cast("string")
+    parts: list[DataFrame] = []
+    item_views = [_ITEM_VIEWS[p] for p in panels if p in _ITEM_VIEWS]
+    if item_views:
+        names = F.create_map(*(F.lit(x) for p, v in _ITEM_VIEWS.items() for x in (v, p)))
+        parts.append(
+            counts.where(view.isin(item_views))
+            .groupBy(names[view].alias("panel"), F.col("key").alias("data"), "key4")
+            .agg(*sums)
+            .select(
+                "panel",
+                "data",
+                none.alias("parent"),
+                F.when(F.col("key4") != "", F.substring_index("key4", " ", 1)).alias("method"),
+                F.when(F.instr("key4", " ") > 0, F.substring_index("key4", " ", -1)).alias(
+                    "protocol"
+                ),
+                "hits",
+                "visitors",
+                "bytes",
+            )
+        )
+    agent_rows = counts.where(view == _AGENT_VIEW)
+    for panel, key in (("visitors", F.col("day").cast("string")), ("hosts", F.col("key2"))):
+        if panel in panels:
+            parts.append(
+                agent_rows.groupBy(F.lit(panel).alias("panel"), key.alias("data"))
+                .agg(*sums)
+                .select(
+                    "panel",
+                    "data",
+                    none.alias("parent"),
+                    none.alias("method"),
+                    none.alias("protocol"),
+                    *_METRICS,
+                )
+            )
+    families = [p for p in ("os", "browsers") if p in panels]
+    if families:
+        parts.extend(_family_items(agent_rows, families, agents, sums))
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part, allowMissingColumns=False)
+    return union
+
+
+_METRICS = ("hits", "visitors", "bytes")
+
+
+def _family_items(
+    agent_rows: DataFrame,
+    families: list[str],
+    agents: Table | None,
+    sums: tuple[Column, ...],
+) -> list[DataFrame]:
+    """The OS and browser rows: versions (children) and families (their sums)."""
+    distinct = (
+        agent_rows.where(F.col("key") != "-").select(F.col("key").alias("user_agent")).distinct()
+    )
+    crawler = (
+        agent_class_column(agents, F.col("user_agent")) == CRAWLER_CLASS
+        if agents is not None
+        else F.lit(False)
+    )
+    if distinct.isEmpty():  # a log without user agents (NASA's CLF): no Python worker
+        joined = agent_rows.select(
+            "*", *(F.lit(None).cast("string").alias(c) for c in FAMILY_SCHEMA.fieldNames())
+        )
+    else:
+        named = agent_families(distinct, crawler)
+        joined = agent_rows.join(named, agent_rows["key"] == named["user_agent"], "left")
+    out = []
+    none = F.lit(None).cast("string")
+    for panel, family, version in (
+        ("os", "os", "os_version"),
+        ("browsers", "browser", "browser_version"),
+    ):
+        if panel not in families:
+            continue
+        unknown = F.lit("Unknown")
+        versions = (
+            joined.groupBy(
+                F.lit(panel).alias("panel"),
+                F.coalesce(F.col(version), unknown).alias("data"),
+                F.coalesce(F.col(family), unknown).alias("parent"),
+            )
+            .agg(*sums)
+            .select(
+                "panel", "data", "parent", none.alias("method"), none.alias("protocol"), *_METRICS
+            )
+        )
+        out.append(versions)
+        # a visitor names one user agent, hence one version: a family's visitors are the sum
+        out.append(
+            versions.groupBy("panel", F.col("parent").alias("data"))
+            .agg(*(F.sum(c).alias(c) for c in _METRICS))
+            .select(
+                "panel",
+                "data",
+                none.alias("parent"),
+                none.alias("method"),
+                none.alias("protocol"),
+                *_METRICS,
+            )
+        )
+    return out
+
+
+#: Each panel's title, as GoAccess names it.
+PANEL_TITLES = {
+    "visitors": "Unique visitors per day",
+    "static_requests": "Static requests",
+    "not_found": "Not found URLs (404s)",
+    "hosts": "Visitor hostnames and IPs",
+    "os": "Operating systems",
+    "browsers": "Browsers",
+    "referrers": "Referrer URLs",
+    "referring_sites": "Referring sites",
+    "remote_user": "Remote user (HTTP authentication)",
+}
+
+#: The versions shown under each family in the terminal and HTML reports (the JSON has
+#: ``top``).
+SHOWN_CHILDREN = 3
+
+
+def panel_table(name: str, panel: dict[str, Any]) -> tuple[list[tuple[str, str]], list[dict]]:
+    """A panel as table columns ``(key, header)`` and flat rows for the terminal and HTML
+    reports: an OS or browser family followed by its first :data:`SHOWN_CHILDREN` versions
+    (``└ Chrome 32.0.1700``)."""
+    first = "day" if name == "visitors" else "data"
+    columns = [("data", first)]
+    if name in ("static_requests", "not_found"):
+        columns.append(("request", "method · protocol"))
+    columns += [("hits", "hits"), ("visitors", "visitors"), ("bytes", "bytes")]
+    rows: list[dict[str, Any]] = []
+    for item in panel["data"]:
+        request = " ".join(p for p in (item.get("method"), item.get("protocol")) if p)
+        rows.append({**item, "request": request})
+        for child in item.get("items", [])[:SHOWN_CHILDREN]:
+            rows.append({**child, "data": f"  └ {child['data']}"})
+    return columns, rows
