@@ -114,7 +114,8 @@ def request_target(
     """The request as GoAccess keys it: the target with its query string, ``%xx``-decoded
     and trimmed (an invalid escape keeps the text as written; ``+`` stays ``+``), and
     ``method protocol`` (``GET HTTP/1.1``). A target ending in a bare ``?`` has no query
-    string after parsing, so it is keyed without the ``?`` (GoAccess keeps it)."""
+    string after parsing, so it is keyed without the ``?`` (GoAccess keeps it). A request
+    line that does not parse is ``-``, as in GoAccess."""
     target = F.when(query_string.isNull(), url_path).otherwise(
         F.concat(url_path, F.lit("?"), query_string)
     )
@@ -123,7 +124,8 @@ def request_target(
         # trimmed, as GoAccess trims the decoded target ("/a%20" is "/a")
         F.trim(F.coalesce(F.try_url_decode(F.replace(target, F.lit("+"), F.lit("%2B"))), target)),
     ).otherwise(target)
-    return decoded, F.concat_ws(" ", method, protocol)
+    # no target (a request line that does not parse): GoAccess's "-"
+    return F.coalesce(decoded, F.lit("-")), F.concat_ws(" ", method, protocol)
 
 
 def panel_views(
@@ -291,13 +293,14 @@ def _assemble(rows: list[dict[str, Any]], panels: Sequence[str]) -> dict[str, An
             children.setdefault((r["panel"], r["parent"]), []).append(item)
     for name, panel in out.items():
         if name == "visitors":
-            panel["data"].sort(key=lambda i: i["data"])
+            panel["data"].sort(key=lambda i: i["data"] or "")
         else:
-            panel["data"].sort(key=lambda i: (-i["hits"], i["data"]))
+            panel["data"].sort(key=lambda i: (-i["hits"], i["data"] or ""))
         if name in ("os", "browsers"):
             for item in panel["data"]:
                 item["items"] = sorted(
-                    children.get((name, item["data"]), []), key=lambda i: (-i["hits"], i["data"])
+                    children.get((name, item["data"]), []),
+                    key=lambda i: (-i["hits"], i["data"] or ""),
                 )
     return out
 
