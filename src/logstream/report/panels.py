@@ -45,7 +45,13 @@ from logstream.analytics.useragents import FAMILY_SCHEMA, agent_families
 from logstream.reference import CRAWLER_CLASS, agent_class_column
 from logstream.reference.tables import Table
 
-__all__ = ["PANELS", "STATIC_EXTENSIONS", "build_panels", "check_panels", "panel_views"]
+__all__ = [
+    "PANELS",
+    "STATIC_EXTENSIONS",
+    "build_panels",
+    "check_panels",
+    "panel_views",
+]
 
 #: The panels, by their GoAccess JSON key, in GoAccess's order.
 PANELS: tuple[str, ...] = (
@@ -73,7 +79,7 @@ PANEL_COLUMNS = ("query_string", "method", "protocol", "referrer", "user")
 
 #: The rows of :func:`panel_views` each panel is read from.
 _AGENT_VIEW = "p_agent"  # key: user agent ("-" for none), key2: host; for 4 panels
-_ITEM_VIEWS = {  # key: the item, key2: host, key3: user agent
+_ITEM_VIEWS = {  # key: the item, at: the visitor (a hash of host, day and user agent)
     "static_requests": "p_static",
     "not_found": "p_404",
     "referrers": "p_referrer",
@@ -103,9 +109,17 @@ def check_panels(disabled: Sequence[str], static_extensions: Sequence[str]) -> N
             )
 
 
-def _static_regex(extra: Sequence[str]) -> str:
-    names = {e.lstrip(".").lower() for e in (*STATIC_EXTENSIONS, *extra)}
-    return r"(?i).\.(?:" + "|".join(sorted(names)) + r")$"
+def _static_names(extra: Sequence[str]) -> list[str]:
+    """The static extensions without their dot, lower case."""
+    return sorted({e.lstrip(".").lower() for e in (*STATIC_EXTENSIONS, *extra)})
+
+
+def is_static_target(target: Column, extra: Sequence[str] = ()) -> Column:
+    """The target ends with a static extension, ignoring case: what follows its last dot is
+    one of them (string functions and a set lookup, no regular expression: a query string
+    after the extension, ``/a.css?v=2``, is not static, as in GoAccess)."""
+    after_dot = F.lower(F.substring_index(target, ".", -1))
+    return (F.instr(target, ".") > 0) & after_dot.isin(_static_names(extra))
 
 
 def request_target(
@@ -159,10 +173,15 @@ def panel_views(
     -------
     list of Column
         Structs for ``F.inline``: ``p_agent`` (user agent, host, day) when a panel of visitors,
-        hosts, OS or browsers is shown; ``p_static`` and ``p_404`` (the request, host, user
-        agent, day, ``method protocol``); ``p_referrer``, ``p_site`` and ``p_user``.
+        hosts, OS or browsers is shown; ``p_static`` and ``p_404`` (the request, ``method
+        protocol``, the visitor's hash in ``at``); ``p_referrer``, ``p_site`` and ``p_user``
+        (the item, the visitor's hash).
     """
     host, agent = F.col("client_host"), F.coalesce(F.col("user_agent"), F.lit("-"))
+    # an item's visitors are distinct (host, day, user agent): one 64-bit hash in the
+    # aggregation's key instead of three strings (two visitors of one item collide with a
+    # probability below n²/2⁶⁵: 3 × 10⁻⁸ for a million)
+    visitor = F.xxhash64(host, day, agent)
     out = []
     if any(p in panels for p in _FROM_AGENTS):
         out.append(view(_AGENT_VIEW, agent, host, on_day=day, when=is_event))
@@ -171,20 +190,12 @@ def panel_views(
             F.col("url_path"), F.col("query_string"), F.col("method"), F.col("protocol")
         )
         is_404 = F.col("status") == 404
-        is_static = ~is_404 & target.rlike(_static_regex(static_extensions))
+        is_static = ~is_404 & is_static_target(target, static_extensions)
         for panel, when in (("static_requests", is_static), ("not_found", is_404)):
             if panel in panels:
                 view_name = _ITEM_VIEWS[panel]
                 out.append(
-                    view(
-                        view_name,
-                        target,
-                        host,
-                        agent,
-                        on_day=day,
-                        key4=method_protocol,
-                        when=is_event & when,
-                    )
+                    view(view_name, target, key4=method_protocol, at=visitor, when=is_event & when)
                 )
     referrer = F.col("referrer")
     site = F.regexp_extract(referrer, "//([^/]+)", 1)
@@ -197,7 +208,7 @@ def panel_views(
         ("remote_user", F.col("user"), F.col("user").isNotNull()),
     ):
         if panel in panels:
-            out.append(view(_ITEM_VIEWS[panel], key, host, agent, on_day=day, when=is_event & when))
+            out.append(view(_ITEM_VIEWS[panel], key, at=visitor, when=is_event & when))
     return out
 
 
@@ -338,15 +349,8 @@ def _panel_items(counts: DataFrame, panels: Sequence[str], agents: Table | None)
     for panel, key in (("visitors", F.col("day").cast("string")), ("hosts", F.col("key2"))):
         if panel in panels:
             parts.append(
-                agent_rows.groupBy(F.lit(panel).alias("panel"), key.alias("data"))
-                .agg(*sums)
-                .select(
-                    "panel",
-                    "data",
-                    none.alias("parent"),
-                    none.alias("method"),
-                    none.alias("protocol"),
-                    *_METRICS,
+                _items(
+                    agent_rows.groupBy(F.lit(panel).alias("panel"), key.alias("data")).agg(*sums)
                 )
             )
     families = [p for p in ("os", "browsers") if p in panels]
@@ -359,6 +363,20 @@ def _panel_items(counts: DataFrame, panels: Sequence[str], agents: Table | None)
 
 
 _METRICS = ("hits", "visitors", "bytes")
+
+
+def _items(rows: DataFrame, parent: Column | None = None) -> DataFrame:
+    """``rows`` (``panel``, ``data`` and the metrics) in the columns of :func:`_panel_items`,
+    without a method or protocol."""
+    none = F.lit(None).cast("string")
+    return rows.select(
+        "panel",
+        "data",
+        (none if parent is None else parent).alias("parent"),
+        none.alias("method"),
+        none.alias("protocol"),
+        *_METRICS,
+    )
 
 
 def _family_items(
@@ -384,7 +402,6 @@ def _family_items(
         named = agent_families(distinct, crawler)
         joined = agent_rows.join(named, agent_rows["key"] == named["user_agent"], "left")
     out = []
-    none = F.lit(None).cast("string")
     for panel, family, version in (
         ("os", "os", "os_version"),
         ("browsers", "browser", "browser_version"),
@@ -392,29 +409,19 @@ def _family_items(
         if panel not in families:
             continue
         unknown = F.lit("Unknown")
-        versions = (
-            joined.groupBy(
-                F.lit(panel).alias("panel"),
-                F.coalesce(F.col(version), unknown).alias("data"),
-                F.coalesce(F.col(family), unknown).alias("parent"),
-            )
-            .agg(*sums)
-            .select(
-                "panel", "data", "parent", none.alias("method"), none.alias("protocol"), *_METRICS
-            )
-        )
+        versions = joined.groupBy(
+            F.lit(panel).alias("panel"),
+            F.coalesce(F.col(version), unknown).alias("data"),
+            F.coalesce(F.col(family), unknown).alias("parent"),
+        ).agg(*sums)
+        versions = _items(versions, F.col("parent"))
         out.append(versions)
         # a visitor names one user agent, hence one version: a family's visitors are the sum
         out.append(
-            versions.groupBy("panel", F.col("parent").alias("data"))
-            .agg(*(F.sum(c).alias(c) for c in _METRICS))
-            .select(
-                "panel",
-                "data",
-                none.alias("parent"),
-                none.alias("method"),
-                none.alias("protocol"),
-                *_METRICS,
+            _items(
+                versions.groupBy("panel", F.col("parent").alias("data")).agg(
+                    *(F.sum(c).alias(c) for c in _METRICS)
+                )
             )
         )
     return out
