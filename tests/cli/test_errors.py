@@ -20,6 +20,8 @@ from logstream.cli import main
         (["run", "--input-dir", "{nasa}", "--conf", "spark.x="], "--conf 'spark.x='"),
         (["batch", "{nasa}", "--conf", "spark.master=local[1]"], "use --master"),
         (["batch", "{nasa}", "--json", "/nonexistent/dir/r.json"], "does not exist"),
+        (["batch", "{nasa}", "--no-panel", "osx"], "--no-panel: unknown panel 'osx'"),
+        (["batch", "{nasa}", "--static-ext", "*.webp"], "--static-ext: '*.webp'"),
     ],
 )
 def test_bad_input_exits_2_with_a_message_naming_the_value(args, message, nasa_day, capsys):

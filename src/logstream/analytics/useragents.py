@@ -164,7 +164,8 @@ def classify(user_agent: str, crawler: bool = False) -> tuple[str, str, str, str
     -------
     tuple of str
         ``(browser, browser_version, os, os_version)``: ``("Chrome", "Chrome 32.0.1700",
-        "Macintosh", "Mac OS X 10.9.1")``. A crawler is ``Crawlers`` in both, with its name
+        "Macintosh", "Mac OS X 10.9")``; without a rule that names the browser, its child is
+        its category (``Others``, ``Unknown``). A crawler is ``Crawlers`` in both, with its name
         and version as the child (``Googlebot 2.1``).
     """
     from ua_parser import parse
@@ -176,7 +177,7 @@ def classify(user_agent: str, crawler: bool = False) -> tuple[str, str, str, str
         bot = named if ua else user_agent.split(" ", 1)[0][:60] or UNKNOWN
         return CRAWLERS, bot, CRAWLERS, bot
     browser = browser_family(ua.family if ua else None, user_agent)
-    if browser in (OTHERS, UNKNOWN) and not ua:
+    if not ua:
         named = browser
     os_name = os_family(system.family if system else None)
     os_named = _named(system.family, system.major, system.minor) if system else UNKNOWN

@@ -156,7 +156,7 @@ def batch(
     try:
         check_panels(no_panel or [], static_ext or [])
     except ValueError as e:
-        raise ConfigError(str(e).replace("unknown panel", "--no-panel: unknown panel")) from e
+        raise ConfigError(str(e)) from e
     extra = spark_conf(conf)  # a bad --conf stops before anything is read
     inputs = expand_inputs(paths)
     for out in (json_path, html_path):

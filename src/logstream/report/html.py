@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from logstream.report.panels import PANEL_TITLES, PANELS, panel_table
+from logstream.report.panels import shown_panels
 from logstream.report.terminal import dedup_label
 from logstream.units import human_bytes
 
@@ -71,12 +71,9 @@ def _reference_html(ref: dict[str, Any] | None) -> str:
 def _panels_html(report: dict[str, Any]) -> str:
     """GoAccess's panels of the report, one section each (``id="panel-os"``)."""
     parts = []
-    for name in PANELS:
-        if name in report:
-            columns, rows = panel_table(name, report[name])
-            body = _table(rows, columns) if rows else "<p>None.</p>"
-            title = html.escape(PANEL_TITLES[name])
-            parts.append(f'<section id="panel-{name}"><h2>{title}</h2>\n{body}</section>')
+    for name, title, columns, rows in shown_panels(report):
+        body = _table(rows, columns) if rows else "<p>None.</p>"
+        parts.append(f'<section id="panel-{name}"><h2>{html.escape(title)}</h2>\n{body}</section>')
     return "\n".join(parts)
 
 

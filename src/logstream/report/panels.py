@@ -27,14 +27,15 @@ GoAccess writes ``20150517``).
 
 The panels are rows of the report's one aggregation (:func:`panel_views`, in
 :func:`logstream.report.batch._view_counts`): each line is projected into the panels it
-belongs to, keyed by the panel's item, the client host, the user agent and the day, so that a
-second, small aggregation per item counts its visitors exactly (:func:`build_panels`).
+belongs to, keyed by the panel's item and its visitor (host, day and user agent; one 64-bit
+hash for the item panels), so that a second, small aggregation per item counts its visitors
+(:func:`build_panels`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -91,20 +92,21 @@ _EXTENSION = re.compile(r"^\.?[A-Za-z0-9]{1,16}$")
 
 
 def check_panels(disabled: Sequence[str], static_extensions: Sequence[str]) -> None:
-    """Reject an unknown panel name or a malformed extension.
+    """Reject an unknown panel name (``--no-panel``) or a malformed extension
+    (``--static-ext``).
 
     Raises
     ------
     ValueError
-        Naming the value and the accepted ones.
+        Naming the option, the value and the accepted ones.
     """
     for name in disabled:
         if name not in PANELS:
-            raise ValueError(f"unknown panel {name!r}: use one of {', '.join(PANELS)}")
+            raise ValueError(f"--no-panel: unknown panel {name!r}: use one of {', '.join(PANELS)}")
     for ext in static_extensions:
         if not _EXTENSION.match(ext):
             raise ValueError(
-                f"static extension {ext!r} is not an extension: use letters and digits, "
+                f"--static-ext: {ext!r} is not an extension: use letters and digits, "
                 "with or without the dot (e.g. .webp)"
             )
 
@@ -156,7 +158,7 @@ def panel_views(
     Parameters
     ----------
     view : callable
-        ``view(name, key, key2, key3, on_day=, key4=, when=)`` of
+        ``view(name, key, key2, key3, on_day=, at=, when=, key4=)`` of
         :func:`logstream.report.batch._view_counts`: one struct per view.
     day : Column
         The line's calendar day.
@@ -259,8 +261,10 @@ def build_panels(
             meta.select(
                 F.lit("meta").alias("kind"),
                 "panel",
-                *(F.lit(None).cast("string").alias(c) for c in ("data", "parent", "method")),
-                F.lit(None).cast("string").alias("protocol"),
+                *(
+                    F.lit(None).cast("string").alias(c)
+                    for c in ("data", "parent", "method", "protocol")
+                ),
                 "hits",
                 "visitors",
                 "bytes",
@@ -358,7 +362,7 @@ def _panel_items(counts: DataFrame, panels: Sequence[str], agents: Table | None)
         parts.extend(_family_items(agent_rows, families, agents, sums))
     union = parts[0]
     for part in parts[1:]:
-        union = union.unionByName(part, allowMissingColumns=False)
+        union = union.unionByName(part)
     return union
 
 
@@ -445,19 +449,25 @@ PANEL_TITLES = {
 SHOWN_CHILDREN = 3
 
 
-def panel_table(name: str, panel: dict[str, Any]) -> tuple[list[tuple[str, str]], list[dict]]:
-    """A panel as table columns ``(key, header)`` and flat rows for the terminal and HTML
-    reports: an OS or browser family followed by its first :data:`SHOWN_CHILDREN` versions
-    (``└ Chrome 32.0.1700``)."""
-    first = "day" if name == "visitors" else "data"
-    columns = [("data", first)]
-    if name in ("static_requests", "not_found"):
-        columns.append(("request", "method · protocol"))
-    columns += [("hits", "hits"), ("visitors", "visitors"), ("bytes", "bytes")]
-    rows: list[dict[str, Any]] = []
-    for item in panel["data"]:
-        request = " ".join(p for p in (item.get("method"), item.get("protocol")) if p)
-        rows.append({**item, "request": request})
-        for child in item.get("items", [])[:SHOWN_CHILDREN]:
-            rows.append({**child, "data": f"  └ {child['data']}"})
-    return columns, rows
+def shown_panels(
+    report: dict[str, Any],
+) -> Iterator[tuple[str, str, list[tuple[str, str]], list[dict[str, Any]]]]:
+    """The report's panels as tables for the terminal and HTML reports, in :data:`PANELS`'s
+    order: ``(name, title, columns, rows)``, with columns ``(key, header)`` and flat rows (an
+    OS or browser family followed by its first :data:`SHOWN_CHILDREN` versions,
+    ``└ Chrome 32.0.1700``)."""
+    for name in PANELS:
+        if name not in report:
+            continue
+        first = "day" if name == "visitors" else "data"
+        columns = [("data", first)]
+        if name in ("static_requests", "not_found"):
+            columns.append(("request", "method · protocol"))
+        columns += [("hits", "hits"), ("visitors", "visitors"), ("bytes", "bytes")]
+        rows: list[dict[str, Any]] = []
+        for item in report[name]["data"]:
+            request = " ".join(p for p in (item.get("method"), item.get("protocol")) if p)
+            rows.append({**item, "request": request})
+            for child in item.get("items", [])[:SHOWN_CHILDREN]:
+                rows.append({**child, "data": f"  └ {child['data']}"})
+        yield name, PANEL_TITLES[name], columns, rows

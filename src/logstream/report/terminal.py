@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 
-from logstream.report.panels import PANEL_TITLES, PANELS, panel_table
+from logstream.report.panels import shown_panels
 from logstream.units import human_bytes
 
 __all__ = ["render_terminal"]
@@ -135,10 +135,8 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
                     "Top networks", [("organisation", "organisation"), *columns], ref["networks"]
                 )
             )
-    for name in PANELS:
-        if name in report:
-            columns, rows = panel_table(name, report[name])
-            console.print(_table(PANEL_TITLES[name], columns, rows))
+    for _, title, columns, rows in shown_panels(report):
+        console.print(_table(title, columns, rows))
     q = report["quarantine"]
     if q["failed_lines"]:
         reasons = [{"reason": k, "lines": v} for k, v in q["reasons"].items()]
