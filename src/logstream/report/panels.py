@@ -179,18 +179,13 @@ def panel_views(
         protocol``, the visitor's hash in ``at``); ``p_referrer``, ``p_site`` and ``p_user``
         (the item, the visitor's hash).
     """
-    host, agent = F.col("client_host"), F.coalesce(F.col("user_agent"), F.lit("-"))
-    # an item's visitors are distinct (host, day, user agent): one 64-bit hash in the
-    # aggregation's key instead of three strings (two visitors of one item collide with a
-    # probability below n²/2⁶⁵: 3 × 10⁻⁸ for a million)
-    visitor = F.xxhash64(host, day, agent)
+    host, agent = F.col("client_host"), F.col(_P_AGENT)
+    visitor = F.col(_P_VISITOR)
     out = []
     if any(p in panels for p in _FROM_AGENTS):
         out.append(view(_AGENT_VIEW, agent, host, on_day=day, when=is_event))
     if "static_requests" in panels or "not_found" in panels:
-        target, method_protocol = request_target(
-            F.col("url_path"), F.col("query_string"), F.col("method"), F.col("protocol")
-        )
+        target, method_protocol = F.col(_P_TARGET), F.col(_P_METHOD_PROTOCOL)
         is_404 = F.col("status") == 404
         is_static = ~is_404 & is_static_target(target, static_extensions)
         for panel, when in (("static_requests", is_static), ("not_found", is_404)):
@@ -200,7 +195,7 @@ def panel_views(
                     view(view_name, target, key4=method_protocol, at=visitor, when=is_event & when)
                 )
     referrer = F.col("referrer")
-    site = F.regexp_extract(referrer, "//([^/]+)", 1)
+    site = F.col(_P_SITE)
     shown = referrer.isNotNull()
     if site_host:
         shown = shown & (F.lower(site) != site_host.lower())
@@ -211,6 +206,29 @@ def panel_views(
     ):
         if panel in panels:
             out.append(view(_ITEM_VIEWS[panel], key, at=visitor, when=is_event & when))
+    return out
+
+
+_P_AGENT, _P_VISITOR, _P_TARGET = "_p_agent", "_p_visitor", "_p_target"
+_P_METHOD_PROTOCOL, _P_SITE = "_p_method_protocol", "_p_site"
+
+
+def panel_inputs(day: Column, panels: Sequence[str]) -> dict[str, Column]:
+    """The columns :func:`panel_views` reads, computed once per line before the views: the
+    views are the fields of one generator's array, where Spark evaluates an expression each
+    time it is written."""
+    if not panels:
+        return {}
+    agent = F.coalesce(F.col("user_agent"), F.lit("-"))
+    # an item's visitors are distinct (host, day, user agent): one 64-bit hash in the
+    # aggregation's key instead of three strings (two visitors of one item collide with a
+    # probability below n²/2⁶⁵: 3 × 10⁻⁸ for a million)
+    out = {_P_AGENT: agent, _P_VISITOR: F.xxhash64(F.col("client_host"), day, agent)}
+    target, method_protocol = request_target(
+        F.col("url_path"), F.col("query_string"), F.col("method"), F.col("protocol")
+    )
+    out[_P_TARGET], out[_P_METHOD_PROTOCOL] = target, method_protocol
+    out[_P_SITE] = F.regexp_extract(F.col("referrer"), "//([^/]+)", 1)
     return out
 
 
