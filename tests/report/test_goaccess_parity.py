@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from tests.conftest import COMBINED, data_file
 
+from logstream.analytics.geo import locate
 from logstream.parsing import compile_format, parse
 from logstream.report import build_report
 from logstream.report.panels import PANELS
@@ -207,3 +208,27 @@ def test_family_shares_are_within_two_points_of_goaccess(ours, goaccess, name):
     for item in ours[name]["data"]:  # a family is the sum of its versions
         assert item["hits"] == sum(c["hits"] for c in item["items"])
         assert item["visitors"] == sum(c["visitors"] for c in item["items"])
+
+
+def test_geolocation_is_goaccess_hosts_located(ours, goaccess):
+    """GoAccess (Debian's, without a GeoIP database) has no geolocation panel; its hosts panel,
+    equal to ours, is located here host by host, and each country's and continent's hits,
+    visitors and bytes are the sums over its hosts (a visitor has one host)."""
+    want: dict[tuple[str, str], list[int]] = {}
+    for item in goaccess["hosts"]["data"]:
+        country, continent = locate(item["data"])
+        sums = want.setdefault((continent, country), [0, 0, 0])
+        for k, metric in enumerate(("hits", "visitors", "bytes")):
+            sums[k] += item[metric]["count"]
+    got = {
+        (continent["data"], country["data"]): [country[m] for m in ("hits", "visitors", "bytes")]
+        for continent in ours["geolocation"]["data"]
+        for country in continent["items"]
+    }
+    assert got == want
+    for continent in ours["geolocation"]["data"]:
+        sums = [sum(c[m] for c in continent["items"]) for m in ("hits", "visitors", "bytes")]
+        assert [continent[m] for m in ("hits", "visitors", "bytes")] == sums
+    # the elastic sample's clients are addresses, placed on six continents
+    assert "Unresolved" not in {c for c, _ in got}
+    assert {c for c, _ in got} >= {"NA North America", "EU Europe", "AS Asia", "OC Oceania"}

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import ipaddress
 import json
 import os
 import re
@@ -34,6 +35,14 @@ os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")  # never fetch a 
 REPO = Path(__file__).resolve().parents[2]
 #: Everything that must fit its box: the tiles, their labels and values, the titles.
 TILES_AND_TITLES = ".card, .card *, h1, h2, h3"
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +221,19 @@ def test_goaccess_panels_of_the_nasa_day_equal_an_independent_count(nasa_cli, na
     assert report["not_found"]["metadata"]["visitors"] == 0
     for name in ("os", "browsers"):  # no user agent: one family, Unknown
         assert [(i["data"], i["hits"]) for i in report[name]["data"]] == [("Unknown", 35_272)]
+    # geolocation: a host name is never looked up; an address is located (pinned: 199.72.81.55)
+    named = [r for r in refs if not _is_address(r.client_host)]
+    unresolved = {
+        "data": "Unresolved",
+        "hits": len(named),
+        "visitors": len({r.client_host for r in named if not 400 <= r.status < 500}),
+        "bytes": oracle.bandwidth(named),
+    }
+    got = next(i for i in report["geolocation"]["data"] if i["data"] == "Unresolved")
+    assert got == {**unresolved, "items": [unresolved]}
+    assert report["geolocation"]["metadata"]["hits"] == 35_272
+    america = next(i for i in report["geolocation"]["data"] if i["data"] == "NA North America")
+    assert "US United States" in {c["data"] for c in america["items"]}
     for name in ("referrers", "referring_sites", "remote_user"):
         assert report[name] == {
             "metadata": {"hits": 0, "visitors": 0, "bytes": 0, "items": 0},

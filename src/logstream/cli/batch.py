@@ -71,7 +71,7 @@ NoPanelOption = Annotated[
         "--no-panel",
         metavar="PANEL",
         help="Leave out one of GoAccess's panels (repeatable): visitors, static_requests, "
-        "not_found, hosts, os, browsers, referrers, referring_sites, remote_user. "
+        "not_found, hosts, os, browsers, referrers, referring_sites, remote_user, geolocation. "
         "Default: every panel.",
         show_default=False,
     ),

@@ -1,5 +1,5 @@
 """GoAccess's panels in the batch report: daily visitors, hosts, static files, not-found
-requests, operating systems, browsers, referrers, referring sites and remote users.
+requests, operating systems, browsers, referrers, referring sites, remote users and geolocation.
 
 Each panel holds GoAccess's metrics per item: ``hits`` (requests), ``visitors`` and ``bytes``.
 The definitions are GoAccess's (1.7, ``src/parser.c`` and ``src/gstorage.c``), so that the
@@ -19,7 +19,10 @@ two reports agree on the same log:
   (GoAccess's ``--hide-referer``);
 * **operating systems** and **browsers** are families with versions as children
   (:mod:`logstream.analytics.useragents`): a visitor's user agent names one child, so a
-  family's visitors are the sum of its children's.
+  family's visitors are the sum of its children's;
+* **geolocation** is the client's continent with its countries as children
+  (:mod:`logstream.analytics.geo`: GoAccess's names, ``NA North America`` and
+  ``US United States``); a host name is ``Unresolved``, never looked up.
 
 Where logstream differs on purpose: the referrers panel leaves out requests with no referrer
 (GoAccess lists them as ``-``), and the visitors panel's days are ISO dates (``2015-05-17``,
@@ -42,6 +45,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
+from logstream.analytics import geo
+from logstream.analytics.geo import host_locations
 from logstream.analytics.useragents import FAMILY_SCHEMA, agent_families
 from logstream.reference import CRAWLER_CLASS, agent_class_column
 from logstream.reference.tables import Table
@@ -65,6 +70,7 @@ PANELS: tuple[str, ...] = (
     "referrers",
     "referring_sites",
     "remote_user",
+    "geolocation",
 )
 
 #: GoAccess's static-file extensions (Debian's ``/etc/goaccess/goaccess.conf`` of GoAccess
@@ -87,7 +93,9 @@ _ITEM_VIEWS = {  # key: the item, at: the visitor (a hash of host, day and user 
     "referring_sites": "p_site",
     "remote_user": "p_user",
 }
-_FROM_AGENTS = ("visitors", "hosts", "os", "browsers")
+_FROM_AGENTS = ("visitors", "hosts", "os", "browsers", "geolocation")
+#: The panels whose items are families with children (versions, countries).
+_NESTED = ("os", "browsers", "geolocation")
 _EXTENSION = re.compile(r"^\.?[A-Za-z0-9]{1,16}$")
 
 
@@ -255,7 +263,8 @@ def build_panels(
         Panel name → ``{"metadata": {"hits", "visitors", "bytes", "items"}, "data": [...]}``;
         each item of ``data`` has ``data`` (its key), ``hits``, ``visitors``, ``bytes``, plus
         ``method`` and ``protocol`` for requests and ``items`` (its children, the same shape)
-        for ``os`` and ``browsers``. Totals in ``metadata`` cover every item, not only the top.
+        for ``os``, ``browsers`` and ``geolocation``. Totals in ``metadata`` cover every item,
+        not only the top.
     """
     if not panels:
         return {}
@@ -329,7 +338,7 @@ def _assemble(rows: list[dict[str, Any]], panels: Sequence[str]) -> dict[str, An
             panel["data"].sort(key=lambda i: i["data"] or "")
         else:
             panel["data"].sort(key=lambda i: (-i["hits"], i["data"] or ""))
-        if name in ("os", "browsers"):
+        if name in _NESTED:
             for item in panel["data"]:
                 item["items"] = sorted(
                     children.get((name, item["data"]), []),
@@ -378,6 +387,8 @@ def _panel_items(counts: DataFrame, panels: Sequence[str], agents: Table | None)
     families = [p for p in ("os", "browsers") if p in panels]
     if families:
         parts.extend(_family_items(agent_rows, families, agents, sums))
+    if "geolocation" in panels:
+        parts.extend(_geo_items(agent_rows, sums))
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
@@ -460,11 +471,31 @@ PANEL_TITLES = {
     "referrers": "Referrer URLs",
     "referring_sites": "Referring sites",
     "remote_user": "Remote user (HTTP authentication)",
+    "geolocation": "Geo location",
 }
 
 #: The versions shown under each family in the terminal and HTML reports (the JSON has
 #: ``top``).
 SHOWN_CHILDREN = 3
+
+
+def _geo_items(agent_rows: DataFrame, sums: tuple[Column, ...]) -> list[DataFrame]:
+    """The geolocation rows: countries (children) and continents (their sums): the distinct
+    client hosts located once (:func:`logstream.analytics.geo.host_locations`)."""
+    hosts = agent_rows.select(F.col("key2").alias("client_host")).distinct()
+    located = host_locations(hosts)
+    joined = agent_rows.join(located, agent_rows["key2"] == located["client_host"], "left")
+    countries = joined.groupBy(
+        F.lit("geolocation").alias("panel"),
+        F.coalesce(F.col("country"), F.lit(geo.UNKNOWN)).alias("data"),
+        F.coalesce(F.col("continent"), F.lit(geo.UNKNOWN)).alias("parent"),
+    ).agg(*sums)
+    countries = _items(countries, F.col("parent"))
+    # a visitor has one host, hence one country: a continent's visitors are the sum
+    continents = countries.groupBy("panel", F.col("parent").alias("data")).agg(
+        *(F.sum(c).alias(c) for c in _METRICS)
+    )
+    return [countries, _items(continents)]
 
 
 def shown_panels(
