@@ -133,6 +133,6 @@ def host_locations(hosts: DataFrame) -> DataFrame:
     DataFrame
         :data:`LOCATION_SCHEMA`: ``client_host``, ``country``, ``continent`` (strings), one
         row per input row (:func:`locate`). One pandas function (``mapInPandas``) runs the
-        lookups in the Python workers, at about 30 µs a host.
+        lookups in the Python workers, at about 11 µs a host (2 cores here).
     """
     return hosts.select("client_host").mapInPandas(_locate_frames, LOCATION_SCHEMA)
