@@ -27,6 +27,7 @@ class SparkLikeQuery:
     def __init__(self, writer: Any, listener: ProgressListener, commit_s: float = 0.4) -> None:
         self.writer, self.listener, self.commit_s = writer, listener, commit_s
         self.lastProgress: dict[str, Any] | None = None
+        self.recentProgress: list[dict[str, Any]] = []
         self.isActive = True
         self.trigger_active = False
         self.delivered: list[int] = []
@@ -50,7 +51,8 @@ class SparkLikeQuery:
             self.delivered.append(batch)
             if self._interrupted.wait(self.commit_s):  # the commit log, cut by stop()
                 return
-            self.lastProgress = {"batchId": batch}
+            self.lastProgress = {"batchId": batch, "durationMs": {"addBatch": 1}}
+            self.recentProgress.append(self.lastProgress)
             event = progress(batch, name="ingest")
             self.listener.onQueryProgress(SimpleNamespace(progress=event))
             self.trigger_active = False
@@ -89,6 +91,6 @@ def test_the_last_delivered_micro_batch_has_its_progress_line_after_a_stop():
     pipeline.stop()  # while micro-batch 2 is delivered, or just after
     assert query.delivered, "no micro-batch was delivered"
     last = query.delivered[-1]
-    assert query.lastProgress == {"batchId": last}
+    assert query.lastProgress["batchId"] == last
     listener.flush()
     assert printed == list(range(last + 1))  # a line per micro-batch, the last one included

@@ -12,6 +12,7 @@ from pyspark.errors import StreamingQueryException
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
 from logstream.pipeline import Pipeline
+from logstream.pipeline.run import _last_ran
 from logstream.serving import ServingStore
 from logstream.sinks.gate import StopGate, StopRequested, is_stop_requested
 
@@ -201,3 +202,28 @@ def test_a_micro_batch_serves_its_windows_before_its_ledger_commit(spark, chunks
     rows = store.query("SELECT requests FROM traffic_per_minute")
     assert sum(r["requests"] for r in rows) == 3 * PER_FILE
     assert store.query("SELECT COUNT(*) AS n FROM late_examples")[0]["n"] == 1
+
+
+def test_the_stop_waits_only_for_the_progress_of_micro_batches_that_ran(spark, chunks, tmp_path):
+    """Spark updates ``lastProgress`` for a trigger that found no data without posting it to
+    listeners: the stop must not wait for that progress (it waited 5 s after every empty
+    trigger), and must wait for the last micro-batch that ran."""
+    empty = tmp_path / "empty-input"
+    empty.mkdir()
+    idle = Pipeline(spark, config(tmp_path / "idle", empty))
+    try:
+        idle.run()
+        [query] = [q for q in idle.queries if q.lastProgress]
+        assert "addBatch" not in query.lastProgress["durationMs"]  # a trigger without data
+        assert _last_ran(query.recentProgress) is None
+    finally:
+        idle.stop()
+    assert idle.listener.history == []
+    ran = Pipeline(spark, config(tmp_path / "ran", chunks))
+    try:
+        ran.run()
+        query = next(q for q in ran.queries if q.name == "ingest")
+        assert _last_ran(query.recentProgress)["batchId"] == 2  # three files, one a batch
+    finally:
+        ran.stop()
+    assert ("ingest", 2) in {(r["query"], r["batch_id"]) for r in ran.listener.history}

@@ -382,8 +382,15 @@ class Pipeline:
                 first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
                 log.error("query %s failed while stopping: %s", query.name, first[:500])
         # Spark's listener bus is asynchronous: let each query's last progress reach the
-        # listener (and so the store) before it is removed
-        expected = {(q.name, q.lastProgress["batchId"]) for q in self.queries if q.lastProgress}
+        # listener (and so the store) before it is removed. Only a micro-batch that ran
+        # (``addBatch`` in its durations) is posted to listeners; a trigger that found no data
+        # updates ``lastProgress`` without an event, and waiting for it cost every stop after
+        # one the deadline's 5 s
+        expected = {
+            (q.name, ran["batchId"])
+            for q in self.queries
+            if (ran := _last_ran(q.recentProgress)) is not None
+        }
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             self.listener.flush()
@@ -392,3 +399,12 @@ class Pipeline:
                 break
             time.sleep(0.05)  # the listener bus delivers on its own thread
         self.spark.streams.removeListener(self.listener)
+
+
+def _last_ran(progress: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The progress of the last micro-batch that ran in ``progress`` (a query's
+    ``recentProgress``, oldest first), or None: a trigger without data has no ``addBatch``."""
+    for row in reversed(progress):
+        if "addBatch" in (row.get("durationMs") or {}):
+            return row
+    return None
