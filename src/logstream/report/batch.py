@@ -28,8 +28,7 @@ from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
 from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
-from logstream.report import panels as report_panels
-from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_views
+from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_inputs, panel_views
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
@@ -299,7 +298,7 @@ def _view_counts(
     )
     if time_zone is None:  # the offset read once per line, then used by two views
         rows = rows.withColumn("_offset_s", _line_offset_seconds(F.col("raw_line")))
-    rows = rows.withColumns(report_panels.panel_inputs(day, panels))
+    rows = rows.withColumns(panel_inputs(day, panels))
     return _count_views(
         rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
     )

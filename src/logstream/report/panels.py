@@ -45,7 +45,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
-from logstream.analytics import geo
 from logstream.analytics.geo import host_locations
 from logstream.analytics.useragents import FAMILY_SCHEMA, agent_families
 from logstream.reference import CRAWLER_CLASS, agent_class_column
@@ -56,6 +55,7 @@ __all__ = [
     "STATIC_EXTENSIONS",
     "build_panels",
     "check_panels",
+    "panel_inputs",
     "panel_views",
 ]
 
@@ -85,7 +85,7 @@ STATIC_EXTENSIONS: tuple[str, ...] = (
 PANEL_COLUMNS = ("query_string", "method", "protocol", "referrer", "user")
 
 #: The rows of :func:`panel_views` each panel is read from.
-_AGENT_VIEW = "p_agent"  # key: user agent ("-" for none), key2: host; for 4 panels
+_AGENT_VIEW = "p_agent"  # key: user agent ("-" for none), key2: host; for _FROM_AGENTS
 _ITEM_VIEWS = {  # key: the item, at: the visitor (a hash of host, day and user agent)
     "static_requests": "p_static",
     "not_found": "p_404",
@@ -94,6 +94,9 @@ _ITEM_VIEWS = {  # key: the item, at: the visitor (a hash of host, day and user 
     "remote_user": "p_user",
 }
 _FROM_AGENTS = ("visitors", "hosts", "os", "browsers", "geolocation")
+#: The per-line columns of :func:`panel_inputs`, read by :func:`panel_views`.
+_P_AGENT, _P_VISITOR, _P_TARGET = "_p_agent", "_p_visitor", "_p_target"
+_P_METHOD_PROTOCOL, _P_SITE = "_p_method_protocol", "_p_site"
 #: The panels whose items are families with children (versions, countries).
 _NESTED = ("os", "browsers", "geolocation")
 _EXTENSION = re.compile(r"^\.?[A-Za-z0-9]{1,16}$")
@@ -215,10 +218,6 @@ def panel_views(
         if panel in panels:
             out.append(view(_ITEM_VIEWS[panel], key, at=visitor, when=is_event & when))
     return out
-
-
-_P_AGENT, _P_VISITOR, _P_TARGET = "_p_agent", "_p_visitor", "_p_target"
-_P_METHOD_PROTOCOL, _P_SITE = "_p_method_protocol", "_p_site"
 
 
 def panel_inputs(day: Column, panels: Sequence[str]) -> dict[str, Column]:
@@ -439,25 +438,28 @@ def _family_items(
         ("os", "os", "os_version"),
         ("browsers", "browser", "browser_version"),
     ):
-        if panel not in families:
-            continue
-        unknown = F.lit("Unknown")
-        versions = joined.groupBy(
-            F.lit(panel).alias("panel"),
-            F.coalesce(F.col(version), unknown).alias("data"),
-            F.coalesce(F.col(family), unknown).alias("parent"),
-        ).agg(*sums)
-        versions = _items(versions, F.col("parent"))
-        out.append(versions)
-        # a visitor names one user agent, hence one version: a family's visitors are the sum
-        out.append(
-            _items(
-                versions.groupBy("panel", F.col("parent").alias("data")).agg(
-                    *(F.sum(c).alias(c) for c in _METRICS)
-                )
-            )
-        )
+        if panel in families:  # a visitor names one user agent, hence one version
+            out.extend(_nested_items(joined, panel, F.col(version), F.col(family), sums))
     return out
+
+
+def _nested_items(
+    joined: DataFrame, panel: str, child: Column, parent: Column, sums: tuple[Column, ...]
+) -> list[DataFrame]:
+    """A panel of families with children: a row per child of ``joined`` (``Unknown`` for a
+    null name), then each family's sums. A visitor names one child (its user agent's version,
+    its host's country), so a family's visitors are the sum of its children's."""
+    unknown = F.lit("Unknown")
+    children = joined.groupBy(
+        F.lit(panel).alias("panel"),
+        F.coalesce(child, unknown).alias("data"),
+        F.coalesce(parent, unknown).alias("parent"),
+    ).agg(*sums)
+    children = _items(children, F.col("parent"))
+    families = children.groupBy("panel", F.col("parent").alias("data")).agg(
+        *(F.sum(c).alias(c) for c in _METRICS)
+    )
+    return [children, _items(families)]
 
 
 #: Each panel's title, as GoAccess names it.
@@ -485,26 +487,16 @@ def _geo_items(agent_rows: DataFrame, sums: tuple[Column, ...]) -> list[DataFram
     hosts = agent_rows.select(F.col("key2").alias("client_host")).distinct()
     located = host_locations(hosts)
     joined = agent_rows.join(located, agent_rows["key2"] == located["client_host"], "left")
-    countries = joined.groupBy(
-        F.lit("geolocation").alias("panel"),
-        F.coalesce(F.col("country"), F.lit(geo.UNKNOWN)).alias("data"),
-        F.coalesce(F.col("continent"), F.lit(geo.UNKNOWN)).alias("parent"),
-    ).agg(*sums)
-    countries = _items(countries, F.col("parent"))
-    # a visitor has one host, hence one country: a continent's visitors are the sum
-    continents = countries.groupBy("panel", F.col("parent").alias("data")).agg(
-        *(F.sum(c).alias(c) for c in _METRICS)
-    )
-    return [countries, _items(continents)]
+    return _nested_items(joined, "geolocation", F.col("country"), F.col("continent"), sums)
 
 
 def shown_panels(
     report: dict[str, Any],
 ) -> Iterator[tuple[str, str, list[tuple[str, str]], list[dict[str, Any]]]]:
     """The report's panels as tables for the terminal and HTML reports, in :data:`PANELS`'s
-    order: ``(name, title, columns, rows)``, with columns ``(key, header)`` and flat rows (an
-    OS or browser family followed by its first :data:`SHOWN_CHILDREN` versions,
-    ``└ Chrome 32.0.1700``)."""
+    order: ``(name, title, columns, rows)``, with columns ``(key, header)`` and flat rows (a
+    family, an OS, browser or continent, followed by its first :data:`SHOWN_CHILDREN`
+    children, ``└ Chrome 32.0.1700``)."""
     for name in PANELS:
         if name not in report:
             continue
