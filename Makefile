@@ -14,7 +14,7 @@ PY     := $(VENV)/bin/python
 # two pytest-xdist workers (one on a 1-core machine), each test module on one worker so its
 # module fixtures run once; the 25 slowest tests are listed at the end of a run (the suite must
 # stay under 20 minutes)
-PYTEST_ARGS ?= --numprocesses=auto --maxprocesses=2 --dist=loadfile --durations=25
+PYTEST_ARGS ?= --numprocesses=auto --maxprocesses=2 --dist=loadfile --no-loadscope-reorder --durations=25
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 export LOGSTREAM_DATA_DIR ?= $(abspath ../shared/data)
 NASA_DAY := $(LOGSTREAM_DATA_DIR)/NASA_access_log_Jul95_day09.log.gz
