@@ -34,6 +34,17 @@ TWIKI_CRLF = "monitorware_twiki_access_log_2004.log.gz"
 OPENDAP = "NASA_LPDAAC_opendap_2015_custom.txt.gz"
 
 
+def _no_panels() -> list[str]:
+    from logstream.report.panels import PANELS
+
+    return [arg for panel in PANELS for arg in ("--no-panel", panel)]
+
+
+#: ``logstream batch`` options that leave out every GoAccess panel, for a test that reads
+#: none of them (the panels are most of a small report's cold start in a new JVM).
+NO_PANELS = _no_panels()
+
+
 def free_port() -> int:
     """A free TCP port on the loopback interface."""
     with socket.socket() as s:

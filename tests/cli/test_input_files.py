@@ -18,6 +18,7 @@ from itertools import islice
 from pathlib import Path
 
 import pytest
+from tests.conftest import NO_PANELS
 
 from logstream.cli import main
 
@@ -49,7 +50,8 @@ def _main(args: list[str]) -> str:
 @pytest.fixture(scope="module")
 def batch_run(spark, landing, tmp_path_factory) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("batch") / "report.json"
-    err = _main(["batch", str(landing), "--format", "common", "--quiet", "--json", str(out)])
+    args = ["batch", str(landing), "--format", "common", "--quiet", "--json", str(out)]
+    err = _main([*args, *NO_PANELS])  # the files and totals, not the panels
     return json.loads(out.read_text()), err
 
 

@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from tests.conftest import NO_PANELS
 
 from logstream.cli import main
 from logstream.sources.integrity import check_file, files_of_batch, spark_file_uri
@@ -51,7 +52,7 @@ def test_a_truncated_gzip_counts_its_readable_lines_and_is_reported(bad_inputs, 
     cut = bad_inputs["cut"]
     done = batch(
         str(cut), "--format", "common", "--json", str(tmp_path / "r.json"),
-        "--quarantine", str(tmp_path / "q"), "--quiet",
+        "--quarantine", str(tmp_path / "q"), "--quiet", *NO_PANELS,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "\tat " not in done.stderr
