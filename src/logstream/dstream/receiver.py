@@ -101,11 +101,16 @@ class ReceiverWatch(StreamingListener):
         self.batch_completed(records, batch_ms)
 
     def receiver_stopped(self, message: str, error: str) -> None:
-        """A receiver stopped or reported an error: said once per series of stops."""
-        if self.stopping or self.lost:
+        """A receiver stopped or reported an error: said once per series of stops.
+
+        Every stop, said or not, moves the time of the loss: the receiver's next connection
+        begins ``delay_s`` after its latest stop at the earliest."""
+        if self.stopping:
+            return
+        self._lost_at_ms = time.time() * 1000
+        if self.lost:
             return
         self.lost = True
-        self._lost_at_ms = time.time() * 1000
         self.notice(
             f"lost the connection to {self.source}: {_one_line(message, error)}; the receiver "
             f"retries every {self.delay_s:g} s, quietly (Ctrl-C or --duration stops)"
@@ -114,16 +119,19 @@ class ReceiverWatch(StreamingListener):
     def batch_completed(self, records: int, batch_ms: int | None = None) -> None:
         """A batch ended: records received after a loss mean the receiver is connected again.
 
-        ``batch_ms`` is the batch's time (the end of its interval, epoch ms): a batch whose
-        interval began before the loss holds records received before it, and says nothing
-        about a new connection."""
+        ``batch_ms`` is the batch's time (the end of its interval, epoch ms). A new connection
+        starts no sooner than ``delay_s`` after the latest stop (Spark's
+        ``spark.streaming.receiverRestartDelay``), so a batch whose interval began before that
+        holds records received before the loss: on a busy machine the receiver's last block
+        can be stored a second or more after its stop. It says nothing about a new
+        connection."""
         if batch_ms is not None:
             if self._last_batch_ms is not None and batch_ms > self._last_batch_ms:
                 step = batch_ms - self._last_batch_ms
                 self._interval_ms = min(step, self._interval_ms or step)
             self._last_batch_ms = batch_ms
             began = batch_ms - (self._interval_ms or 0)
-            if self._lost_at_ms is not None and began < self._lost_at_ms:
+            if self._lost_at_ms is not None and began < self._lost_at_ms + self.delay_s * 1000:
                 return
         if self.lost and records > 0 and not self.stopping:
             self.lost = False
