@@ -53,10 +53,25 @@ __all__ = [
     "OBJECT_AGG_KEYS",
     "ROCKSDB_PROVIDER",
     "SPARK_LOG_LEVEL",
+    "WORKER_START_TIMEOUT",
     "get_spark",
+    "is_worker_start_timeout",
     "kafka_available",
     "session_conf",
 ]
+
+#: Spark's message when a Python worker it started (a ``transformWithStateInPandas``
+#: query's first micro-batch starts one on the driver) did not connect back within 10 s: a
+#: limit of Spark 4.3's ``PythonWorkerFactory`` that no setting changes, met on a busy machine
+WORKER_START_TIMEOUT = "Python worker failed to connect back"
+
+
+def is_worker_start_timeout(error: BaseException | None) -> bool:
+    """Whether a query failed because a Python worker did not connect back in time
+    (:data:`WORKER_START_TIMEOUT`): the query itself is sound, and restarting it from its
+    checkpoint replays the micro-batch it was planning."""
+    return error is not None and WORKER_START_TIMEOUT in str(error)
+
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: JVM options of a local master's driver (the one JVM), unless the configuration sets some.

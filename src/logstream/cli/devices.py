@@ -102,7 +102,7 @@ def run(
         DeviceConfig,
         check_device_model,
         load_registry,
-        start_device_queries,
+        run_device_queries,
     )
     from logstream.pipeline.config import interval_seconds
     from logstream.session import get_spark
@@ -133,32 +133,14 @@ def run(
         if stop.is_set():
             return
         spark = get_spark(SparkSettings.build(master=master), keep_signal_handlers=True)
-        queries = [] if stop.is_set() else start_device_queries(spark, cfg)
         deadline = None if duration_s is None else time.monotonic() + duration_s
-        try:
-            _wait(queries, stop, deadline)
-        finally:
-            for q in queries:
-                q.stop()  # the Parquet sinks commit a micro-batch whole or not at all
+        queries: list[StreamingQuery] = []
+        if not stop.is_set():
+            notice = err_console.print
+            queries = run_device_queries(spark, cfg, stop=stop, deadline=deadline, notice=notice)
+        for q in queries:
+            q.stop()  # the Parquet sinks commit a micro-batch whole or not at all
     for q in queries:
         if q.exception() is not None:
             raise ConfigError(f"device query {q.name} failed: {q.exception()}")
     err_console.print(f"device outputs in {cfg.output_dir}: " + ", ".join(q.name for q in queries))
-
-
-def _wait(queries: list[StreamingQuery], stop: threading.Event, deadline: float | None) -> None:
-    """Until every query ended (available-now), one failed, ``stop`` is set or ``deadline``
-    (``time.monotonic()``) passes: the wait is in steps, so a signal is seen at once."""
-    from pyspark.errors import StreamingQueryException
-
-    while not stop.is_set():
-        active = [q for q in queries if q.isActive]
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if not active or (remaining is not None and remaining <= 0):
-            return
-        # Spark takes a positive timeout only (0.0 raised VALUE_NOT_POSITIVE at --duration's end)
-        step = 0.5 if remaining is None else min(0.5, max(0.01, remaining))
-        try:
-            active[0].awaitTermination(step)
-        except StreamingQueryException:
-            return  # reported by the caller

@@ -15,6 +15,7 @@ from logstream.devices.pipeline import (
     DeviceConfig,
     check_device_model,
     load_registry,
+    run_device_queries,
     start_device_queries,
 )
 from logstream.devices.readings import (
@@ -46,6 +47,7 @@ __all__ = [
     "device_windows",
     "load_registry",
     "parse_readings",
+    "run_device_queries",
     "start_device_queries",
     "threshold_alerts",
     "transitions",

@@ -35,8 +35,12 @@ is refused (start over with a new ``--state-dir`` and ``--output-dir``).
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -61,6 +65,7 @@ from logstream.devices.readings import (
 from logstream.devices.state import StateConfig, device_transitions
 from logstream.errors import ConfigError, InputPathError
 from logstream.pipeline.config import interval_seconds, spark_interval, trigger_value
+from logstream.session import is_worker_start_timeout
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -74,6 +79,7 @@ __all__ = [
     "DeviceConfig",
     "check_device_model",
     "load_registry",
+    "run_device_queries",
     "start_device_queries",
 ]
 
@@ -310,9 +316,11 @@ def check_device_model(cfg: DeviceConfig) -> ModelInfo | None:
     return info
 
 
-def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[StreamingQuery]:
+def start_device_queries(
+    spark: SparkSession, cfg: DeviceConfig, only: Collection[str] | None = None
+) -> list[StreamingQuery]:
     """Start the queries of the device pipeline: the five of :data:`DEVICE_OUTPUTS`, and
-    ``predictions`` with a model (see the module docstring).
+    ``predictions`` with a model (see the module docstring); with ``only``, those of them.
 
     Raises
     ------
@@ -371,6 +379,8 @@ def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[Streami
         )
     queries = []
     for name, frame in frames.items():
+        if only is not None and name not in only:
+            continue
         writer = (
             frame.writeStream.queryName(name)
             .format("parquet")
@@ -384,3 +394,80 @@ def start_device_queries(spark: SparkSession, cfg: DeviceConfig) -> list[Streami
             writer = writer.trigger(processingTime=cfg.trigger)
         queries.append(writer.start())
     return queries
+
+
+#: Restarts of one query whose Python worker did not connect back in time.
+WORKER_RESTARTS = 3
+
+
+def run_device_queries(
+    spark: SparkSession,
+    cfg: DeviceConfig,
+    *,
+    stop: threading.Event | None = None,
+    deadline: float | None = None,
+    notice: Callable[[str], Any] = print,
+) -> list[StreamingQuery]:
+    """Start the device queries and wait until every one ended (available-now), one failed,
+    ``stop`` is set or ``deadline`` (``time.monotonic()``) passes; the caller stops them.
+
+    A query whose first micro-batch failed because Spark's Python worker did not connect
+    back in time (:func:`logstream.session.is_worker_start_timeout`: the two
+    ``transformWithStateInPandas`` queries start one each on the driver, and Spark waits
+    10 s) is restarted from its checkpoint, at most :data:`WORKER_RESTARTS` times, with a
+    notice: the micro-batch it was planning is replayed, so its output is the same.
+
+    Returns
+    -------
+    list of StreamingQuery
+        The queries as they ended (a restarted one replaces the failed one); a failed one has
+        its ``exception()``.
+    """
+    stop = stop or threading.Event()
+    queries = start_device_queries(spark, cfg)
+    try:
+        _await_device_queries(spark, cfg, queries, stop, deadline, notice)
+    except BaseException:
+        for q in queries:
+            q.stop()
+        raise
+    return queries
+
+
+def _await_device_queries(
+    spark: SparkSession,
+    cfg: DeviceConfig,
+    queries: list[StreamingQuery],
+    stop: threading.Event,
+    deadline: float | None,
+    notice: Callable[[str], Any],
+) -> None:
+    """The wait of :func:`run_device_queries`: in steps, so a signal is seen at once."""
+    from pyspark.errors import StreamingQueryException
+
+    restarts: Counter[str] = Counter()
+    while not stop.is_set():
+        for i, q in enumerate(queries):
+            while (
+                not q.isActive
+                and is_worker_start_timeout(q.exception())
+                and restarts[q.name] < WORKER_RESTARTS
+            ):
+                restarts[q.name] += 1
+                notice(
+                    f"device query {q.name}: a Python worker did not connect back within "
+                    f"Spark's 10 s (a busy machine): restarted from its checkpoint "
+                    f"({restarts[q.name]} of {WORKER_RESTARTS})"
+                )
+                q = queries[i] = start_device_queries(spark, cfg, only={q.name})[0]
+        active = [q for q in queries if q.isActive]
+        failed = any(q.exception() is not None for q in queries if not q.isActive)
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if not active or failed or (remaining is not None and remaining <= 0):
+            break
+        # Spark takes a positive timeout only (0.0 raised VALUE_NOT_POSITIVE at --duration's end)
+        step = 0.5 if remaining is None else min(0.5, max(0.01, remaining))
+        try:
+            active[0].awaitTermination(step)
+        except StreamingQueryException:
+            continue  # restarted above when its worker did not connect back, else reported
