@@ -31,8 +31,9 @@ GoAccess writes ``20150517``).
 The panels are rows of the report's one aggregation (:func:`panel_views`, in
 :func:`logstream.report.batch._view_counts`): each line is projected into the panels it
 belongs to, keyed by the panel's item and its visitor (host, day and user agent; one 64-bit
-hash for the item panels), so that a second, small aggregation per item counts its visitors
-(:func:`build_panels`).
+hash for the item panels). A second, small aggregation counts every panel's items at once,
+each row of the first projected into the items it belongs to, and one pair of windows ranks
+them and sums each panel's totals (:func:`build_panels`).
 """
 
 from __future__ import annotations
@@ -41,10 +42,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from logstream import analytics
 from logstream.analytics.geo import host_locations
 from logstream.analytics.useragents import FAMILY_SCHEMA, agent_families
 from logstream.reference import CRAWLER_CLASS, agent_class_column
@@ -267,45 +267,28 @@ def build_panels(
     """
     if not panels:
         return {}
-    flat = _panel_items(counts, panels, agents).persist()
-    try:
-        roots = flat.where(F.col("parent").isNull())
-        meta = roots.groupBy("panel").agg(
-            F.sum("hits").alias("hits"),
-            F.sum("visitors").alias("visitors"),
-            F.sum("bytes").alias("bytes"),
-            F.count("*").alias("items"),
-        )
-        shown = analytics.top_n_per_group(
-            roots.where(F.col("panel") != "visitors"), ["panel"], ["hits"], top
-        ).drop("rank")
-        children = analytics.top_n_per_group(
-            flat.where(F.col("parent").isNotNull()), ["panel", "parent"], ["hits"], top
-        ).drop("rank")
-        days = roots.where(F.col("panel") == "visitors")
-        rows = (
-            meta.select(
-                F.lit("meta").alias("kind"),
-                "panel",
-                *(
-                    F.lit(None).cast("string").alias(c)
-                    for c in ("data", "parent", "method", "protocol")
-                ),
-                "hits",
-                "visitors",
-                "bytes",
-                "items",
-            )
-            .unionByName(
-                shown.unionByName(children)
-                .unionByName(days)
-                .select(F.lit("row").alias("kind"), "*", F.lit(None).cast("bigint").alias("items"))
-            )
-            .collect()
-        )
-    finally:
-        flat.unpersist()
+    flat = _panel_items(counts, panels, agents)
+    # one exchange (by panel) serves both windows: the panel's totals over its top-level
+    # items, and each item's rank among its siblings (hits, highest first; ties by the other
+    # columns, as analytics.top_n_per_group breaks them)
+    root = F.col("parent").isNull()
+    by_panel = Window.partitionBy("panel")
+    siblings = Window.partitionBy("panel", "parent").orderBy(
+        F.col("hits").desc(), *(F.col(c).asc() for c in _TIE_BREAK)
+    )
+    ranked = flat.select(
+        "*",
+        *(F.sum(F.when(root, F.col(m))).over(by_panel).alias(f"total_{m}") for m in _METRICS),
+        F.count_if(root).over(by_panel).alias("total_items"),
+        F.row_number().over(siblings).alias("rank"),
+    )
+    rows = ranked.where((F.col("rank") <= top) | (F.col("panel") == "visitors")).collect()
     return _assemble([r.asDict() for r in rows], panels)
+
+
+#: The columns that order items of equal hits: :func:`_panel_items`'s, but the metric ranked
+#: by and the siblings' keys.
+_TIE_BREAK = ("data", "method", "protocol", "visitors", "bytes")
 
 
 def _assemble(rows: list[dict[str, Any]], panels: Sequence[str]) -> dict[str, Any]:
@@ -316,10 +299,9 @@ def _assemble(rows: list[dict[str, Any]], panels: Sequence[str]) -> dict[str, An
     }
     children: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        if r["kind"] == "meta":
-            out[r["panel"]]["metadata"] = {k: int(r[k]) for k in ("hits", "visitors", "bytes")}
-            out[r["panel"]]["metadata"]["items"] = int(r["items"])
-            continue
+        if r["total_hits"] is not None:  # each row of a panel carries the panel's totals
+            totals = {k: int(r[f"total_{k}"]) for k in ("hits", "visitors", "bytes", "items")}
+            out[r["panel"]]["metadata"] = totals
         item: dict[str, Any] = {
             "data": r["data"],
             "hits": int(r["hits"]),
@@ -348,118 +330,125 @@ def _assemble(rows: list[dict[str, Any]], panels: Sequence[str]) -> dict[str, An
 
 def _panel_items(counts: DataFrame, panels: Sequence[str], agents: Table | None) -> DataFrame:
     """One row per panel item: ``panel``, ``data``, ``parent`` (the family of an OS or browser
-    version; null for a top-level item), ``method``, ``protocol`` (strings); ``hits``,
-    ``visitors``, ``bytes`` (bigint)."""
+    version, the continent of a country; null for a top-level item), ``method``, ``protocol``
+    (strings); ``hits``, ``visitors``, ``bytes`` (bigint).
+
+    One aggregation: each row of ``counts`` is one visitor of one item (its key holds the
+    visitor), so it is projected into the items it belongs to (a row of the agent view into
+    its day, host, OS version and family, browser version and family, country and continent)
+    and every item's metrics are summed at once. A family's visitors are counted from the same
+    rows as its children's, so they are the sum of its children's.
+    """
     view = F.col("view")
     visitor = F.count_if(F.col("uniq") > 0).alias("visitors")
     sums = (F.sum("requests").alias("hits"), visitor, F.sum("bytes").alias("bytes"))
-    none = F.lit(None).cast("string")
+    metrics = (F.col("requests"), F.col("uniq"), F.col("bytes"))
     parts: list[DataFrame] = []
     item_views = [_ITEM_VIEWS[p] for p in panels if p in _ITEM_VIEWS]
     if item_views:
         names = F.create_map(*(F.lit(x) for p, v in _ITEM_VIEWS.items() for x in (v, p)))
         parts.append(
-            counts.where(view.isin(item_views))
-            .groupBy(names[view].alias("panel"), F.col("key").alias("data"), "key4")
-            .agg(*sums)
-            .select(
-                "panel",
-                "data",
-                none.alias("parent"),
-                F.when(F.col("key4") != "", F.substring_index("key4", " ", 1)).alias("method"),
-                F.when(F.instr("key4", " ") > 0, F.substring_index("key4", " ", -1)).alias(
-                    "protocol"
-                ),
-                "hits",
-                "visitors",
-                "bytes",
+            counts.where(view.isin(item_views)).select(
+                names[view].alias("panel"),
+                F.col("key").alias("data"),
+                F.lit(None).cast("string").alias("parent"),
+                "key4",
+                *metrics,
             )
         )
-    agent_rows = counts.where(view == _AGENT_VIEW)
-    for panel, key in (("visitors", F.col("day").cast("string")), ("hosts", F.col("key2"))):
-        if panel in panels:
-            parts.append(
-                _items(
-                    agent_rows.groupBy(F.lit(panel).alias("panel"), key.alias("data")).agg(*sums)
-                )
-            )
-    families = [p for p in ("os", "browsers") if p in panels]
-    if families:
-        parts.extend(_family_items(agent_rows, families, agents, sums))
-    if "geolocation" in panels:
-        parts.extend(_geo_items(agent_rows, sums))
+    if any(p in panels for p in _FROM_AGENTS):
+        agent_rows = _located(
+            _classified(counts.where(view == _AGENT_VIEW), panels, agents), panels
+        )
+        entries = F.inline(F.array(*_agent_entries(panels)))
+        parts.append(agent_rows.select(entries, *metrics))
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    return union
+    key4 = F.col("key4")
+    return (
+        union.groupBy("panel", "data", "parent", "key4")
+        .agg(*sums)
+        .select(
+            "panel",
+            "data",
+            "parent",
+            F.when(key4 != "", F.substring_index(key4, " ", 1)).alias("method"),
+            F.when(F.instr(key4, " ") > 0, F.substring_index(key4, " ", -1)).alias("protocol"),
+            *_METRICS,
+        )
+    )
 
 
 _METRICS = ("hits", "visitors", "bytes")
 
 
-def _items(rows: DataFrame, parent: Column | None = None) -> DataFrame:
-    """``rows`` (``panel``, ``data`` and the metrics) in the columns of :func:`_panel_items`,
-    without a method or protocol."""
+def _agent_entries(panels: Sequence[str]) -> list[Column]:
+    """The items a row of the agent view belongs to, as structs (``panel``, ``data``,
+    ``parent``, ``key4``) for ``F.inline``: its day, its host, and for each panel of families
+    its child (``Unknown`` for a null name) under its family, and the family itself."""
+    unknown = F.lit("Unknown")
     none = F.lit(None).cast("string")
-    return rows.select(
-        "panel",
-        "data",
-        (none if parent is None else parent).alias("parent"),
-        none.alias("method"),
-        none.alias("protocol"),
-        *_METRICS,
-    )
+
+    def entry(panel: str, data: Column, parent: Column = none) -> Column:
+        return F.struct(
+            F.lit(panel).alias("panel"),
+            data.alias("data"),
+            parent.alias("parent"),
+            none.alias("key4"),
+        )
+
+    out = []
+    if "visitors" in panels:
+        out.append(entry("visitors", F.col("day").cast("string")))
+    if "hosts" in panels:
+        out.append(entry("hosts", F.col("key2")))
+    for panel, child, family in (
+        ("os", "os_version", "os"),
+        ("browsers", "browser_version", "browser"),
+        ("geolocation", "country", "continent"),
+    ):
+        if panel in panels:  # a visitor names one child: its user agent's version, its country
+            parent = F.coalesce(F.col(family), unknown)
+            out += [entry(panel, F.coalesce(F.col(child), unknown), parent), entry(panel, parent)]
+    return out
 
 
-def _family_items(
-    agent_rows: DataFrame,
-    families: list[str],
-    agents: Table | None,
-    sums: tuple[Column, ...],
-) -> list[DataFrame]:
-    """The OS and browser rows: versions (children) and families (their sums)."""
-    distinct = (
-        agent_rows.where(F.col("key") != "-").select(F.col("key").alias("user_agent")).distinct()
-    )
+def _classified(agent_rows: DataFrame, panels: Sequence[str], agents: Table | None) -> DataFrame:
+    """``agent_rows`` with their user agent's OS and browser (:data:`FAMILY_SCHEMA`; null
+    when the row has none), when an OS or browser panel is shown: the distinct user agents are
+    classified once."""
+    if "os" not in panels and "browsers" not in panels:
+        return agent_rows
+    with_agent = agent_rows.where(F.col("key") != "-")
+    if with_agent.isEmpty():  # a log without user agents (NASA's CLF): no Python worker
+        return agent_rows.select(
+            "*",
+            *(F.lit(None).cast("string").alias(c) for c in FAMILY_SCHEMA.fieldNames()[1:]),
+        )
+    distinct = with_agent.select(F.col("key").alias("user_agent")).distinct()
     crawler = (
         agent_class_column(agents, F.col("user_agent")) == CRAWLER_CLASS
         if agents is not None
         else F.lit(False)
     )
-    if distinct.isEmpty():  # a log without user agents (NASA's CLF): no Python worker
-        joined = agent_rows.select(
-            "*", *(F.lit(None).cast("string").alias(c) for c in FAMILY_SCHEMA.fieldNames())
-        )
-    else:
-        named = agent_families(distinct, crawler)
-        joined = agent_rows.join(named, agent_rows["key"] == named["user_agent"], "left")
-    out = []
-    for panel, family, version in (
-        ("os", "os", "os_version"),
-        ("browsers", "browser", "browser_version"),
-    ):
-        if panel in families:  # a visitor names one user agent, hence one version
-            out.extend(_nested_items(joined, panel, F.col(version), F.col(family), sums))
-    return out
-
-
-def _nested_items(
-    joined: DataFrame, panel: str, child: Column, parent: Column, sums: tuple[Column, ...]
-) -> list[DataFrame]:
-    """A panel of families with children: a row per child of ``joined`` (``Unknown`` for a
-    null name), then each family's sums. A visitor names one child (its user agent's version,
-    its host's country), so a family's visitors are the sum of its children's."""
-    unknown = F.lit("Unknown")
-    children = joined.groupBy(
-        F.lit(panel).alias("panel"),
-        F.coalesce(child, unknown).alias("data"),
-        F.coalesce(parent, unknown).alias("parent"),
-    ).agg(*sums)
-    children = _items(children, F.col("parent"))
-    families = children.groupBy("panel", F.col("parent").alias("data")).agg(
-        *(F.sum(c).alias(c) for c in _METRICS)
+    named = agent_families(distinct, crawler)
+    return agent_rows.join(named, agent_rows["key"] == named["user_agent"], "left").drop(
+        "user_agent"
     )
-    return [children, _items(families)]
+
+
+def _located(agent_rows: DataFrame, panels: Sequence[str]) -> DataFrame:
+    """``agent_rows`` with their host's ``country`` and ``continent``
+    (:func:`logstream.analytics.geo.host_locations`: the distinct client hosts located once),
+    when the geolocation panel is shown."""
+    if "geolocation" not in panels:
+        return agent_rows
+    hosts = agent_rows.select(F.col("key2").alias("client_host")).distinct()
+    located = host_locations(hosts)
+    return agent_rows.join(located, agent_rows["key2"] == located["client_host"], "left").drop(
+        "client_host"
+    )
 
 
 #: Each panel's title, as GoAccess names it.
@@ -479,15 +468,6 @@ PANEL_TITLES = {
 #: The versions shown under each family in the terminal and HTML reports (the JSON has
 #: ``top``).
 SHOWN_CHILDREN = 3
-
-
-def _geo_items(agent_rows: DataFrame, sums: tuple[Column, ...]) -> list[DataFrame]:
-    """The geolocation rows: countries (children) and continents (their sums): the distinct
-    client hosts located once (:func:`logstream.analytics.geo.host_locations`)."""
-    hosts = agent_rows.select(F.col("key2").alias("client_host")).distinct()
-    located = host_locations(hosts)
-    joined = agent_rows.join(located, agent_rows["key2"] == located["client_host"], "left")
-    return _nested_items(joined, "geolocation", F.col("country"), F.col("continent"), sums)
 
 
 def shown_panels(
