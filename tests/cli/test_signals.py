@@ -200,7 +200,10 @@ def test_devices_run_waits_in_steps_until_its_deadline_or_a_stop():
     signal handler's event) ends it at once."""
     import threading
 
-    from logstream.cli.devices import _wait
+    from logstream.devices.pipeline import _await_device_queries
+
+    def _wait(queries, stop, deadline):
+        _await_device_queries(None, None, queries, stop, deadline, print)
 
     query = _Query()
     start = time.monotonic()
