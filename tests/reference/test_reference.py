@@ -178,6 +178,8 @@ def stream(spark, elastic_lines, tmp_path_factory):
         log_format="combined",
         reference={"sections": sections, "networks": networks},
         store_retention="30 days",  # the store keeps every window of the 4-day log
+        # the enriched outputs only: the others read no reference table
+        queries="traffic_by_section,traffic_by_agent,traffic_by_network",
     )
 
     def hook(name: str, batch_id: int) -> None:
