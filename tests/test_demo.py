@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from logstream import analytics
 from logstream.parsing import compile_format, parse
-from logstream.replay import ListSink, ManualClock, Replayer, ReplayOptions, iter_file_records
+from logstream.replay import ListSink, ManualClock, ReplayOptions, replay_files
 from logstream.report import build_report
 from logstream.sources import read_lines
 from tests.conftest import free_port
@@ -121,7 +121,7 @@ def replayed_lines(log: Path, n: int) -> list[str]:
     more than the day's 86 s at ×1000 to reach the test's stop sees the second pass begin)."""
     sink = ListSink()
     options = ReplayOptions(speedup=1000, loop=True, limit_lines=n)
-    Replayer(lambda: iter_file_records([log]), sink, options, clock=ManualClock()).run()
+    replay_files([log], sink, options, clock=ManualClock())
     return sink.lines
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
-__all__ = ["top_n_per_group"]
+__all__ = ["ranking_window", "top_n_per_group"]
 
 
 def top_n_per_group(
@@ -40,8 +40,17 @@ def top_n_per_group(
     """
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
-    tie_break = [c for c in df.columns if c not in group_cols and c not in order_cols]
-    window = Window.partitionBy(*group_cols).orderBy(
+    window = ranking_window(df.columns, group_cols, order_cols)
+    return df.withColumn("rank", F.row_number().over(window)).where(F.col("rank") <= n)
+
+
+def ranking_window(
+    columns: Sequence[str], group_cols: Sequence[str], order_cols: Sequence[str]
+) -> WindowSpec:
+    """The window :func:`top_n_per_group` ranks in: partitioned by ``group_cols``, ordered by
+    ``order_cols`` descending, ties broken by the other ``columns`` ascending (a
+    deterministic order), for a ``row_number()`` over it."""
+    tie_break = [c for c in columns if c not in group_cols and c not in order_cols]
+    return Window.partitionBy(*group_cols).orderBy(
         *[F.col(c).desc() for c in order_cols], *[F.col(c).asc() for c in tie_break]
     )
-    return df.withColumn("rank", F.row_number().over(window)).where(F.col("rank") <= n)

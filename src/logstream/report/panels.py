@@ -46,6 +46,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from logstream.analytics.geo import host_locations
+from logstream.analytics.topk import ranking_window
 from logstream.analytics.useragents import FAMILY_SCHEMA, agent_families
 from logstream.reference import CRAWLER_CLASS, agent_class_column
 from logstream.reference.tables import Table
@@ -269,13 +270,11 @@ def build_panels(
         return {}
     flat = _panel_items(counts, panels, agents)
     # one exchange (by panel) serves both windows: the panel's totals over its top-level
-    # items, and each item's rank among its siblings (hits, highest first; ties by the other
-    # columns, as analytics.top_n_per_group breaks them)
+    # items, and each item's rank among its siblings (top_n_per_group's order: hits, highest
+    # first, ties by the other columns)
     root = F.col("parent").isNull()
     by_panel = Window.partitionBy("panel")
-    siblings = Window.partitionBy("panel", "parent").orderBy(
-        F.col("hits").desc(), *(F.col(c).asc() for c in _TIE_BREAK)
-    )
+    siblings = ranking_window(flat.columns, ["panel", "parent"], ["hits"])
     ranked = flat.select(
         "*",
         *(F.sum(F.when(root, F.col(m))).over(by_panel).alias(f"total_{m}") for m in _METRICS),
@@ -284,11 +283,6 @@ def build_panels(
     )
     rows = ranked.where((F.col("rank") <= top) | (F.col("panel") == "visitors")).collect()
     return _assemble([r.asDict() for r in rows], panels)
-
-
-#: The columns that order items of equal hits: :func:`_panel_items`'s, but the metric ranked
-#: by and the siblings' keys.
-_TIE_BREAK = ("data", "method", "protocol", "visitors", "bytes")
 
 
 def _assemble(rows: list[dict[str, Any]], panels: Sequence[str]) -> dict[str, Any]:
