@@ -19,11 +19,11 @@ Usage::
 
     python bench/drill_kill.py --kills 20 --seed 7      # writes bench/results/drill-kill.json
 
-The test suite runs :func:`drill` with one kill on the day's first 4,500 lines
-(``tests/pipeline/test_kill_drill.py``), its reference run in the test's own Spark session
-(``run_reference``: one JVM start fewer); ``tests/pipeline/test_recovery.py`` kills the
-pipeline at every write of a micro-batch. Run the long form after changing the micro-batch
-step.
+The test suite runs :func:`drill` with one kill on the day's first 9,000 lines in three
+micro-batches (``tests/pipeline/test_recovery.py``), on the chunk files and the uninterrupted
+run that module's kills at each write of a micro-batch compare with (``chunks``,
+``reference``), its last start in the test's own Spark session (``run_rest``: one JVM start
+fewer). Run the long form after changing the micro-batch step.
 """
 
 from __future__ import annotations
@@ -224,6 +224,10 @@ def drill(
     work: Path | None = None,
     max_lines: int | None = None,
     run_reference: Callable[[Path, Path], float] | None = None,
+    *,
+    chunks: Path | None = None,
+    reference: Path | None = None,
+    run_rest: Callable[[Path, Path], float] | None = None,
 ) -> DrillResult:
     """Run the drill (see the module docstring) and return what it found.
 
@@ -243,12 +247,26 @@ def drill(
         ``run_reference(root, chunks)`` makes the uninterrupted reference run on ``root``'s
         state and outputs and returns its seconds; default :func:`run_to_end` (a ``logstream
         run`` process). The suite runs it in its own Spark session, whose JVM is already up.
+    chunks, reference : Path, optional
+        Chunk files already written (one micro-batch each; ``max_lines`` is then ignored),
+        and a finished uninterrupted run of them (``reference/out``, ``reference/state``,
+        ``reference/store.db``; ``run_reference`` is then not called): the suite shares
+        them with ``tests/pipeline/test_recovery.py``.
+    run_rest : callable, optional
+        ``run_rest(root, chunks)`` runs the last start to the end; default
+        :func:`run_to_end`. The suite runs it in its own Spark session, as its restarts
+        after a kill at each write do.
     """
     work = work or Path(tempfile.mkdtemp(prefix="drill-kill-"))
-    chunks = work / "chunks"
-    lines = write_chunks(chunks, max_lines)
-    reference = work / "reference"
-    reference_s = (run_reference or run_to_end)(reference, chunks)
+    if chunks is None:
+        chunks = work / "chunks"
+        lines = write_chunks(chunks, max_lines)
+    else:
+        lines = sum(len(p.read_bytes().splitlines()) for p in chunks.iterdir() if p.is_file())
+    reference_s = 0.0
+    if reference is None:
+        reference = work / "reference"
+        reference_s = (run_reference or run_to_end)(reference, chunks)
     result = DrillResult(kills=kills, seed=seed, lines=lines, reference_seconds=reference_s)
     rng = random.Random(seed)
     per_batch = batch_seconds(reference)
@@ -260,7 +278,7 @@ def drill(
         moment = rng.uniform(0.0, 2.0 * per_batch)
         result.kill_moments_s.append(round(moment, 2))
         result.committed_at_kill.append(start_and_kill(drilled, chunks, moment))
-    run_to_end(drilled, chunks)
+    (run_rest or run_to_end)(drilled, chunks)
     result.total_seconds = time.monotonic() - t0
     result.differences = compare(spark, drilled, reference)
     return result

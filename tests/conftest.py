@@ -114,7 +114,6 @@ SLOWEST_MODULES = (
     "tests/devices/test_devices.py",
     "tests/report/test_batch_report.py",
     "tests/dashboard/test_own_log.py",
-    "tests/pipeline/test_kill_drill.py",
     "tests/test_readme.py",
     "tests/test_fuzz.py",
 )

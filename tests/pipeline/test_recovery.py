@@ -4,7 +4,11 @@ same Parquet outputs and serving store as an uninterrupted run: nothing lost, no
 The killed runs are ``logstream run`` processes (a SIGKILL takes the driver and its JVM); the
 uninterrupted reference and the last restart after the kills run in the test's own Spark
 session, whose JVM is already up (a process start is most of a short run's time). The restart
-of a process that died after delivering a micro-batch is a ``logstream run`` process too."""
+of a process that died after delivering a micro-batch is a ``logstream run`` process too.
+
+The kill drill's short form is here too, on the same input and reference run: a SIGKILL at a
+seeded random moment rather than at a chosen write. ``python bench/drill_kill.py --kills 20``
+is its long form (the whole day, 24 micro-batches)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,14 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import PARQUET_OUTPUTS, nasa_lines, run_in_process, write_chunks
+from tests.conftest import DATA_DIR
+from tests.pipeline.helpers import (
+    PARQUET_OUTPUTS,
+    load_bench,
+    nasa_lines,
+    run_in_process,
+    write_chunks,
+)
 
 from logstream.pipeline.ingest import FAULT_ENV
 
@@ -180,3 +191,27 @@ def test_a_batch_replayed_after_it_was_delivered_changes_nothing(
     assert store_rows(tmp_path) == want_store
     for name in PARQUET_OUTPUTS:
         assert parquet_rows(spark, tmp_path, name) == want_parquet[name]
+
+
+def test_a_kill_at_a_random_moment_changes_no_output(
+    spark, chunks, reference, tmp_path, monkeypatch
+):
+    """The kill drill's short form: one SIGKILL of the whole ``logstream run`` process group
+    at a seeded moment (about half a micro-batch after its first commit, with two left to
+    run), a restart to the end, and every Parquet output and store table equal to the
+    uninterrupted run's (:func:`bench.drill_kill.compare`)."""
+    monkeypatch.setenv("LOGSTREAM_DATA_DIR", str(DATA_DIR))
+    result = load_bench("drill_kill").drill(
+        spark,
+        kills=1,
+        seed=3,
+        work=tmp_path,
+        chunks=chunks,
+        reference=reference,
+        run_rest=lambda root, input_dir: run_in_process(spark, root, input_dir),
+    )
+    assert result.lines == LINES
+    # a kill lands while the pipeline runs (a restart with little left may end before its
+    # moment: -1)
+    assert any(n >= 0 for n in result.committed_at_kill), result
+    assert result.differences == {}
