@@ -6,7 +6,7 @@
 #   make test   set up everything, then run the test suite
 # Set-up is idempotent: a virtual environment in .venv, Java 17 via apt-get when missing, the
 # JVM's class-data archive in ~/.cache/logstream/jvm (python -m logstream.pipeline.archive;
-# once, ~30 s).
+# once, about a minute).
 
 PYTHON ?= python3
 VENV   ?= .venv

@@ -1,10 +1,11 @@
 """The JVM's class-data archive, written by a small run of the pipeline.
 
 :mod:`logstream.jvm` finds the archive and starts JVMs that map it; this module writes it, once
-per machine (``make setup`` runs ``python -m logstream.pipeline.archive``: about 30 s, a file of
-about 180 MB). It sits above the pipeline because the archive holds the classes a real run
-loads: a backfill of generated lines through every output and the serving store, and the
-followed-log source of ``make run`` (Java's JEP 350, "Dynamic CDS Archiving").
+per machine (``make setup`` runs ``python -m logstream.pipeline.archive``: about a minute, a
+file of about 190 MB). It sits above the pipeline because the archive holds the classes a real
+run loads: a backfill of generated lines through every output and the serving store, the
+followed-log source of ``make run``, and the batch report with its panels (Java's JEP 350,
+"Dynamic CDS Archiving").
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from logstream.jvm import QUIET_OPTIONS, archive_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["build_archive", "main"]
 
@@ -25,7 +30,9 @@ def build_archive(force: bool = False) -> Path | None:
 
     The run is a ``logstream run``-style backfill of 2,000 generated lines (parse, every
     output, the serving store), the same lines through the followed-log source of ``make
-    run``, and a read of the Parquet outputs, in a temporary directory.
+    run``, a read of the Parquet outputs, and ``logstream batch``'s report of the lines,
+    in a temporary directory. (The report's classes: ``logstream batch`` on the elastic
+    Combined log 22.7–26.3 s against 24.8–28.3 s without them, 2 cores.)
 
     Parameters
     ----------
@@ -116,6 +123,7 @@ def _archive_run(staging: Path) -> None:
         for output in sorted((root / "out").iterdir()):
             if any(output.glob("batch_id=*")):
                 spark.read.parquet(str(output)).count()
+        _batch_report(spark, landing / "access.log")
         # the JVM writes the archive as it exits: wait for its process (PySpark's launcher
         # keeps it on the gateway; the JVM exits at the end of its standard input)
         gateway = SparkContext._gateway
@@ -127,6 +135,18 @@ def _archive_run(staging: Path) -> None:
             if process.stdin is not None:
                 process.stdin.close()
             process.wait(timeout=300)
+
+
+def _batch_report(spark: SparkSession, path: Path) -> None:
+    """``logstream batch`` on the same lines (Combined Log Format, detected as the CLI does):
+    its one aggregation, sessions and every GoAccess panel, whose user-agent and location
+    lookups run in Python workers."""
+    from logstream.parsing import parse, resolve_format
+    from logstream.report import build_report
+    from logstream.sources import read_lines, sample_lines
+
+    lines = read_lines(spark, [path])
+    build_report(parse(lines, resolve_format("auto", sample_lines(lines))))
 
 
 def main(argv: list[str] | None = None) -> int:
