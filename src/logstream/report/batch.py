@@ -21,14 +21,15 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
 from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
-from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
+from logstream.reference import ReferenceTables
+from logstream.report.dimensions import reference_dimensions
 from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_inputs, panel_views
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
@@ -179,7 +180,7 @@ def build_report(
             counts, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
         )
         _describe(counts, "reference")
-        report["reference"] = _reference(counts, tables, top)
+        report["reference"] = reference_dimensions(counts, tables, top)
         _describe(counts, "panels")
         report.update(build_panels(counts, panels, top, tables.get("agents")))
     finally:
@@ -209,7 +210,8 @@ def _view_counts(
     ``host_day`` (client hosts per calendar day), ``visit`` (a
     client host and user agent, ``key2``, per UTC minute: the summaries that merge into
     sessions, :func:`logstream.analytics.sessions.session_parts`). The reference dimensions
-    are read from these rows, not from the events (:func:`_reference`). Each quarantined line
+    are read from these rows, not from the events
+    (:func:`~logstream.report.dimensions.reference_dimensions`). Each quarantined line
     is a row of its own in the view ``bad``: its raw text, source file (``key2``), reason
     (``key3``) and position in the input (``at``), so the quarantine keeps every copy in input
     order. The rows of GoAccess's ``panels`` come from
@@ -349,94 +351,6 @@ def _offset_text(seconds: int | None) -> str:
 
 #: The event columns the report reads.
 _EVENT_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
-
-
-_DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
-
-
-def _dimensions(tables: dict[str, Any]) -> list[str]:
-    """The reference dimensions the report shows (networks only with a networks table)."""
-    return [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
-
-
-#: The view of :func:`_view_counts` each reference dimension is read from, and the event
-#: column its key fills (a section depends only on the path, an agent class only on the user
-#: agent, a network only on the host).
-_DIMENSION_SOURCES = {
-    "sections": ("url", "url_path", "sections"),
-    "agent_classes": ("visit", "user_agent", "agents"),
-    "networks": ("host_day", "client_host", "networks"),
-}
-
-
-def _reference(counts: DataFrame, tables: dict[str, Any], top: int) -> dict[str, Any]:
-    """Traffic per agent class, section and network, top ``top`` keys of each.
-
-    Each dimension is a function of one event column, so it is computed on the rows of
-    :func:`_view_counts` keyed by that column (about ten thousand paths, a few million visit
-    summaries, a million host-days on 10M lines) rather than on every event: the same broadcast
-    joins as ``logstream run`` (:class:`~logstream.reference.Enricher`), then a sum per key
-    (``unknown`` without a value).
-    """
-    names = _dimensions(tables)
-    enricher = Enricher(counts.sparkSession)
-    parts = []
-    for name in names:
-        view, column, kind = _DIMENSION_SOURCES[name]
-        # a visit's user agent is key2, "" when there was none
-        key = F.when(F.col("key2") != "", F.col("key2")) if view == "visit" else F.col("key")
-        rows = counts.where(F.col("view") == view).select(
-            *(
-                (key if c == column else F.lit(None).cast("string")).alias(c)
-                for c in ("client_host", "user_agent", "url_path")
-            ),
-            "requests",
-            "bytes",
-            "errors",
-        )
-        used = {k: t for k, t in tables.items() if k == kind}
-        enriched = enricher.enrich(rows, used)
-        parts.append(
-            enriched.groupBy(
-                F.lit(name).alias("dimension"),
-                F.coalesce(F.col(_DIMENSIONS[name]), F.lit("unknown")).alias("key"),
-            ).agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
-        )
-    return _reference_rows(functools.reduce(DataFrame.unionByName, parts), names, tables, top)
-
-
-def _reference_rows(
-    rows: DataFrame, names: list[str], tables: dict[str, Any], top: int
-) -> dict[str, Any]:
-    """The top ``top`` keys of each dimension and the crawler share, in one collect: each
-    dimension's totals are sums over its window, beside its ranked rows."""
-    out: dict[str, Any] = {n: [] for n in names}
-    total = crawlers = 0
-    dimension = Window.partitionBy("dimension")
-    rows = rows.select(
-        "*",
-        F.sum("requests").over(dimension).alias("_total"),
-        F.sum(F.when(F.col("key") == CRAWLER_CLASS, F.col("requests")))
-        .over(dimension)
-        .alias("_crawlers"),
-    )
-    for r in _rows(analytics.top_n_per_group(rows, ["dimension"], ["requests"], top)):
-        out[r["dimension"]].append(
-            {
-                _DIMENSIONS[r["dimension"]]: r["key"],
-                "requests": r["requests"],
-                "bytes": int(r["bytes"] or 0),
-                "errors": r["errors"],
-                "error_rate": round(r["errors"] / r["requests"], 6),
-            }
-        )
-        if r["dimension"] == "agent_classes":
-            total, crawlers = int(r["_total"] or 0), int(r["_crawlers"] or 0)
-    return {
-        "crawler_share": round(crawlers / total, 6) if total else None,
-        **out,
-        "tables": {k: {"source": t.source, "version": t.digest} for k, t in sorted(tables.items())},
-    }
 
 
 def _build(

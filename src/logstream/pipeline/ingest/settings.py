@@ -13,8 +13,8 @@ import math
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from pyspark.ml import PipelineModel
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -23,6 +23,9 @@ from logstream.analytics.panes import PANE_SCHEMA, PaneSpec
 from logstream.analytics.sessions import SESSION_PARTS_SCHEMA
 from logstream.ml.model import ModelInfo
 from logstream.pipeline.config import EVENT_QUERIES, REFERENCE_QUERIES
+
+if TYPE_CHECKING:  # pyspark.ml (and pandas) load only with a bot model
+    from pyspark.ml import PipelineModel
 
 __all__ = [
     "DIMENSION_OUTPUTS",
