@@ -362,8 +362,8 @@ def _build(
     quarantine_path: str | None,
     corrupt_files: dict[str, str],
 ) -> dict[str, Any]:
-    """The report from the rows of :func:`_view_counts`: the Spark jobs in order (totals, the
-    small views, pages per day, quarantine, the top tables, sessions)."""
+    """The report from the rows of :func:`_view_counts`: the Spark jobs in order (the small
+    views with the totals, quarantine, the top tables, sessions)."""
     view = F.col("view")
     _describe(counts, "read, parse, aggregate")  # the first action computes the aggregation
     small = _small_views(counts)
@@ -402,9 +402,7 @@ def _build(
         "status_codes": status_codes,
         "status_classes": status_classes,
         "top_urls": tops["top_urls"],
-        "top_content_pages_by_day": [
-            {"day": d, "pages": p} for d, p in tops["top_content_pages_by_day"].items()
-        ],
+        "top_content_pages_by_day": tops["top_content_pages_by_day"],
         "hourly": hourly,
         "top_hosts": tops["top_hosts"],
         "top_not_found": tops["top_not_found"],
@@ -500,9 +498,9 @@ def _status_and_hours(
 
 def _top_tables(counts: DataFrame, top: int) -> dict[str, Any]:
     """``top_urls``, ``top_not_found``, ``top_hosts`` (a host's requests over every day) and
-    ``top_content_pages_by_day`` (ISO date → ranked rows, in day order) in one collect: the
-    candidates of each table in one frame, ranked in one window by table and day (requests,
-    highest first; ties by the key, ascending)."""
+    ``top_content_pages_by_day`` (a ``day``, ISO date, and its ranked ``pages``, in day order)
+    in one collect: the candidates of each table in one frame, ranked in one window by table
+    and day (requests, highest first; ties by the key, ascending)."""
     view, key, no_day = F.col("view"), F.col("key"), F.lit(None).cast("date")
     no_bytes = F.lit(None).cast("bigint")
     urls = counts.where((view == "url") & key.isNotNull())
@@ -548,7 +546,7 @@ def _top_tables(counts: DataFrame, top: int) -> dict[str, Any]:
             if r["table"] == "top_urls":
                 row["bytes"] = r["bytes"]
             tables[r["table"]].append(row)
-    tables["top_content_pages_by_day"] = by_day
+    tables["top_content_pages_by_day"] = [{"day": d, "pages": p} for d, p in by_day.items()]
     return tables
 
 

@@ -19,10 +19,6 @@ from logstream.reference import CRAWLER_CLASS, Enricher
 __all__ = ["reference_dimensions"]
 
 
-def _rows(df: DataFrame) -> list[dict[str, Any]]:
-    return [row.asDict() for row in df.collect()]
-
-
 #: Each dimension of the report and the column the reference tables fill.
 _DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
 
@@ -100,7 +96,7 @@ def _reference_rows(
         .over(dimension)
         .alias("_crawlers"),
     )
-    for r in _rows(analytics.top_n_per_group(rows, ["dimension"], ["requests"], top)):
+    for r in analytics.top_n_per_group(rows, ["dimension"], ["requests"], top).collect():
         out[r["dimension"]].append(
             {
                 _DIMENSIONS[r["dimension"]]: r["key"],
