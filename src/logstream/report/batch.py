@@ -13,10 +13,9 @@ per table, one row per hour and per day. The keys of the returned dictionary are
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -28,8 +27,7 @@ from logstream import analytics
 from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
-from logstream.reference import ReferenceTables
-from logstream.report.dimensions import reference_dimensions
+from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
 from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_inputs, panel_views
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
@@ -180,7 +178,7 @@ def build_report(
             counts, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
         )
         _describe(counts, "reference")
-        report["reference"] = reference_dimensions(counts, tables, top)
+        report["reference"] = _reference(counts, tables, top)
         _describe(counts, "panels")
         report.update(build_panels(counts, panels, top, tables.get("agents")))
     finally:
@@ -210,8 +208,7 @@ def _view_counts(
     ``host_day`` (client hosts per calendar day), ``visit`` (a
     client host and user agent, ``key2``, per UTC minute: the summaries that merge into
     sessions, :func:`logstream.analytics.sessions.session_parts`). The reference dimensions
-    are read from these rows, not from the events
-    (:func:`~logstream.report.dimensions.reference_dimensions`). Each quarantined line
+    are read from these rows, not from the events (:func:`_reference`). Each quarantined line
     is a row of its own in the view ``bad``: its raw text, source file (``key2``), reason
     (``key3``) and position in the input (``at``), so the quarantine keeps every copy in input
     order. The rows of GoAccess's ``panels`` come from
@@ -353,6 +350,96 @@ def _offset_text(seconds: int | None) -> str:
 _EVENT_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
 
 
+_DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
+
+
+def _dimensions(tables: dict[str, Any]) -> list[str]:
+    """The reference dimensions the report shows (networks only with a networks table)."""
+    return [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
+
+
+#: The view of :func:`_view_counts` each reference dimension is read from, and the event
+#: column its key fills (a section depends only on the path, an agent class only on the user
+#: agent, a network only on the host).
+_DIMENSION_SOURCES = {
+    "sections": ("url", "url_path", "sections"),
+    "agent_classes": ("visit", "user_agent", "agents"),
+    "networks": ("host_day", "client_host", "networks"),
+}
+
+
+def _reference(counts: DataFrame, tables: dict[str, Any], top: int) -> dict[str, Any]:
+    """Traffic per agent class, section and network, top ``top`` keys of each.
+
+    Each dimension is a function of one event column, so it is computed on the rows of
+    :func:`_view_counts` keyed by that column (about ten thousand paths, a few million visit
+    summaries, a million host-days on 10M lines) rather than on every event: the same broadcast
+    joins as ``logstream run`` (:class:`~logstream.reference.Enricher`), then a sum per key
+    (``unknown`` without a value).
+    """
+    names = _dimensions(tables)
+    enricher = Enricher(counts.sparkSession)
+    parts = []
+    for name in names:
+        view, column, kind = _DIMENSION_SOURCES[name]
+        # a visit's user agent is key2, "" when there was none
+        key = F.when(F.col("key2") != "", F.col("key2")) if view == "visit" else F.col("key")
+        rows = counts.where(F.col("view") == view).select(
+            *(
+                (key if c == column else F.lit(None).cast("string")).alias(c)
+                for c in ("client_host", "user_agent", "url_path")
+            ),
+            "requests",
+            "bytes",
+            "errors",
+        )
+        used = {k: t for k, t in tables.items() if k == kind}
+        enriched = enricher.enrich(rows, used)
+        parts.append(
+            enriched.groupBy(
+                F.lit(name).alias("dimension"),
+                F.coalesce(F.col(_DIMENSIONS[name]), F.lit("unknown")).alias("key"),
+            ).agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
+        )
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    union = union.persist(StorageLevel.MEMORY_AND_DISK)  # a row per key, read twice
+    try:
+        return _reference_rows(union, names, tables, top)
+    finally:
+        union.unpersist()
+
+
+def _reference_rows(
+    rows: DataFrame, names: list[str], tables: dict[str, Any], top: int
+) -> dict[str, Any]:
+    out: dict[str, Any] = {n: [] for n in names}
+    total = crawlers = 0
+    for r in _rows(analytics.top_n_per_group(rows, ["dimension"], ["requests"], top)):
+        out[r["dimension"]].append(
+            {
+                _DIMENSIONS[r["dimension"]]: r["key"],
+                "requests": r["requests"],
+                "bytes": int(r["bytes"] or 0),
+                "errors": r["errors"],
+                "error_rate": round(r["errors"] / r["requests"], 6),
+            }
+        )
+    for r in _rows(
+        rows.where(F.col("dimension") == "agent_classes").agg(
+            F.sum("requests").alias("total"),
+            F.sum(F.when(F.col("key") == CRAWLER_CLASS, F.col("requests"))).alias("crawlers"),
+        )
+    ):
+        total, crawlers = int(r["total"] or 0), int(r["crawlers"] or 0)
+    return {
+        "crawler_share": round(crawlers / total, 6) if total else None,
+        **out,
+        "tables": {k: {"source": t.source, "version": t.digest} for k, t in sorted(tables.items())},
+    }
+
+
 def _build(
     counts: DataFrame,
     top: int,
@@ -362,12 +449,13 @@ def _build(
     quarantine_path: str | None,
     corrupt_files: dict[str, str],
 ) -> dict[str, Any]:
-    """The report from the rows of :func:`_view_counts`: the Spark jobs in order (the small
-    views with the totals, quarantine, the top tables, sessions)."""
+    """The report from the rows of :func:`_view_counts`: the Spark jobs in order (totals, the
+    small views, pages per day, quarantine, the top tables, sessions)."""
     view = F.col("view")
     _describe(counts, "read, parse, aggregate")  # the first action computes the aggregation
+    summary = _summary(counts)
+    _describe(counts, "tables")
     small = _small_views(counts)
-    summary = _summary(small)
     reasons = dict(sorted((r["key"], r["requests"]) for r in small if r["view"] == "bad"))
     failed = sum(reasons.values())
     offsets: dict[str, int] = {}
@@ -394,67 +482,69 @@ def _build(
         "corrupt_files": len(corrupt_files),
     }
     status_codes, status_classes, hourly = _status_and_hours(small, time_zone)
+    by_day = _pages_by_day(counts, top)
+    urls = counts.where((view == "url") & F.col("key").isNotNull())
+    top_urls = urls.select(F.col("key").alias("url_path"), "requests", "bytes")
+    not_found = urls.where(F.col("not_found") > 0).select(
+        F.col("key").alias("url_path"), F.col("not_found").alias("requests")
+    )
+    hosts = (
+        counts.where(view == "host_day")
+        .groupBy(F.col("key").alias("client_host"))
+        .agg(F.sum("requests").alias("requests"), F.sum("bytes").alias("bytes"))
+    )
     quarantine = _quarantine(counts, failed, reasons, quarantine_path, corrupt_files)
+
     _describe(counts, "tables")
-    tops = _top_tables(counts, top)
     return {
         "general": general,
         "status_codes": status_codes,
         "status_classes": status_classes,
-        "top_urls": tops["top_urls"],
-        "top_content_pages_by_day": tops["top_content_pages_by_day"],
+        "top_urls": _rows(_top(top_urls, "url_path", top)),
+        "top_content_pages_by_day": [{"day": d, "pages": p} for d, p in by_day.items()],
         "hourly": hourly,
-        "top_hosts": tops["top_hosts"],
-        "top_not_found": tops["top_not_found"],
+        "top_hosts": _rows(_top(hosts, "client_host", top)),
+        "top_not_found": _rows(_top(not_found, "url_path", top)),
         "sessions": _sessions(counts.where(view == "visit")),
         "quarantine": quarantine,
     }
 
 
-def _small_views(counts: DataFrame) -> list[dict[str, Any]]:
-    """The report's small views and totals in one collect: a row per hour, status code and
-    written offset (one or two a log), per quarantine reason, and one row each for the
-    ``url`` and ``host_day`` views, which counts their keys (``keys``; ``keys_not_found``:
-    the URLs with a 404). Every row also sums ``requests``, ``bytes`` and ``errors`` and
-    has the first and last event (``first_ms``, ``last_ms``)."""
+def _summary(counts: DataFrame) -> Any:
+    """The totals of the report: one global aggregate (one ``Row``)."""
     view = F.col("view")
-    hour, keyed = view == "hour", F.col("key").isNotNull()
+    summary = counts.agg(
+        F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
+        F.count_if((view == "host_day") & F.col("key").isNotNull()).alias("unique_visitors"),
+        F.count_if((view == "url") & F.col("key").isNotNull()).alias("unique_urls"),
+        F.count_if((view == "url") & F.col("key").isNotNull() & (F.col("not_found") > 0)).alias(
+            "unique_not_found"
+        ),
+        F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
+        F.min(F.when(view == "hour", F.col("first_ms"))).alias("first_ms"),
+        F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),
+    ).first()
+    assert summary is not None  # a global aggregate always has one row
+    return summary
+
+
+def _small_views(counts: DataFrame) -> list[dict[str, Any]]:
+    """The small views in one collect: a row per hour, status code and written offset (one
+    or two a log), per quarantine reason."""
+    view = F.col("view")
     return _rows(
-        counts.where(view.isin("hour", "bad", "url", "host_day"))
+        counts.where(view.isin("hour", "bad"))
         .groupBy(
             "view",
-            F.when(view == "bad", F.col("key3")).when(hour, F.col("key")).alias("key"),
-            F.when(hour, F.col("key2")).alias("status"),
-            F.when(hour, analytics.status_class(F.col("key2").cast("int"))).alias("status_class"),
-            F.when(hour, F.col("key3")).alias("offset"),
+            F.when(view == "bad", F.col("key3")).otherwise(F.col("key")).alias("key"),
+            F.when(view == "hour", F.col("key2")).alias("status"),
+            F.when(view == "hour", analytics.status_class(F.col("key2").cast("int"))).alias(
+                "status_class"
+            ),
+            F.when(view == "hour", F.col("key3")).alias("offset"),
         )
-        .agg(
-            *(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")),
-            F.min("first_ms").alias("first_ms"),
-            F.max("last_ms").alias("last_ms"),
-            F.count_if(keyed).alias("keys"),
-            F.count_if(keyed & (F.col("not_found") > 0)).alias("keys_not_found"),
-        )
+        .agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
     )
-
-
-def _summary(small: list[dict[str, Any]]) -> dict[str, Any]:
-    """The totals of the report, from the rows of :func:`_small_views`: valid requests,
-    bytes and the first and last event of the ``hour`` rows, the keys of the ``url`` and
-    ``host_day`` rows (a client host per day is a visitor)."""
-    hours = [r for r in small if r["view"] == "hour"]
-    keys = {r["view"]: r for r in small if r["view"] in ("url", "host_day")}
-    first = [r["first_ms"] for r in hours if r["first_ms"] is not None]
-    last = [r["last_ms"] for r in hours if r["last_ms"] is not None]
-    return {
-        "valid_requests": sum(r["requests"] for r in hours),
-        "bandwidth_bytes": sum(r["bytes"] or 0 for r in hours),
-        "first_ms": min(first) if first else None,
-        "last_ms": max(last) if last else None,
-        "unique_visitors": keys["host_day"]["keys"] if "host_day" in keys else 0,
-        "unique_urls": keys["url"]["keys"] if "url" in keys else 0,
-        "unique_not_found": keys["url"]["keys_not_found"] if "url" in keys else 0,
-    }
 
 
 def _written_offsets(small: list[dict[str, Any]]) -> dict[str, int]:
@@ -496,58 +586,18 @@ def _status_and_hours(
     return status_codes, status_classes, hourly
 
 
-def _top_tables(counts: DataFrame, top: int) -> dict[str, Any]:
-    """``top_urls``, ``top_not_found``, ``top_hosts`` (a host's requests over every day) and
-    ``top_content_pages_by_day`` (a ``day``, ISO date, and its ranked ``pages``, in day order)
-    in one collect: the candidates of each table in one frame, ranked in one window by table
-    and day (requests, highest first; ties by the key, ascending)."""
-    view, key, no_day = F.col("view"), F.col("key"), F.lit(None).cast("date")
-    no_bytes = F.lit(None).cast("bigint")
-    urls = counts.where((view == "url") & key.isNotNull())
-    hosts = (
-        counts.where(view == "host_day")
-        .groupBy("key")
-        .agg(F.sum("requests").alias("requests"), F.sum("bytes").alias("bytes"))
+def _pages_by_day(counts: DataFrame, top: int) -> dict[str, list[dict[str, Any]]]:
+    """The ``top`` content pages of each day (ISO date → ranked rows), in day order."""
+    pages = counts.where(F.col("view") == "page_day").select(
+        "day", F.col("key").alias("url_path"), "requests"
     )
-    pages = counts.where(view == "page_day")
-    parts = [
-        (urls, "top_urls", no_day, F.col("requests"), F.col("bytes")),
-        (urls.where(F.col("not_found") > 0), "top_not_found", no_day, F.col("not_found"), no_bytes),
-        (hosts, "top_hosts", no_day, F.col("requests"), F.col("bytes")),
-        (pages, "top_content_pages_by_day", F.col("day"), F.col("requests"), no_bytes),
-    ]
-    candidates = functools.reduce(
-        DataFrame.unionByName,
-        (
-            frame.select(
-                F.lit(table).alias("table"),
-                day.alias("day"),
-                key,
-                requests.alias("requests"),
-                size.alias("bytes"),
-            )
-            for frame, table, day, requests, size in parts
-        ),
-    )
-    ranked = analytics.top_n_per_group(candidates, ["table", "day"], ["requests"], top)
-    tables: dict[str, Any] = {t: [] for t in ("top_urls", "top_not_found", "top_hosts")}
     by_day: dict[str, list[dict[str, Any]]] = {}
-    for r in sorted(_rows(ranked), key=lambda r: (r["table"], r["day"] or date.min, r["rank"])):
-        if r["table"] == "top_content_pages_by_day":
-            by_day.setdefault(r["day"].isoformat(), []).append(
-                {"rank": r["rank"], "url_path": r["key"], "requests": r["requests"]}
-            )
-        elif r["table"] == "top_hosts":
-            tables["top_hosts"].append(
-                {"client_host": r["key"], "requests": r["requests"], "bytes": r["bytes"]}
-            )
-        else:
-            row = {"url_path": r["key"], "requests": r["requests"]}
-            if r["table"] == "top_urls":
-                row["bytes"] = r["bytes"]
-            tables[r["table"]].append(row)
-    tables["top_content_pages_by_day"] = [{"day": d, "pages": p} for d, p in by_day.items()]
-    return tables
+    ranked = analytics.top_n_per_group(pages, ["day"], ["requests"], top).orderBy("day", "rank")
+    for r in _rows(ranked):
+        by_day.setdefault(r["day"].isoformat(), []).append(
+            {"rank": r["rank"], "url_path": r["url_path"], "requests": r["requests"]}
+        )
+    return by_day
 
 
 def _quarantine(
@@ -640,3 +690,8 @@ def _describe(frame: DataFrame, step: str) -> None:
 
 def _iso_ms(epoch_ms: int | None, time_zone: str = "UTC") -> str | None:
     return None if epoch_ms is None else iso_instant(epoch_ms // 1000, time_zone)
+
+
+def _top(rows: DataFrame, key: str, n: int) -> DataFrame:
+    """The ``n`` rows with the most requests, ties by ``key``."""
+    return rows.orderBy(F.col("requests").desc(), F.col(key)).limit(n)
