@@ -8,6 +8,8 @@ construction; a bad value raises :class:`~logstream.errors.ConfigError` naming t
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -17,11 +19,74 @@ from logstream.errors import ConfigError
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "PANELS",
+    "PANEL_TITLES",
     "SparkSettings",
+    "check_panels",
     "config_error",
     "data_dir",
     "validate_time_zone",
 ]
+
+#: GoAccess's panels, by their GoAccess JSON key, in GoAccess's order: the batch report's
+#: (``logstream batch --no-panel``) and the stream's ``traffic_by_panel`` (``logstream run
+#: --no-panel``; every one but ``hosts``, whose stream view is ``top_clients``).
+PANELS: tuple[str, ...] = (
+    "visitors",
+    "static_requests",
+    "not_found",
+    "hosts",
+    "os",
+    "browsers",
+    "referrers",
+    "referring_sites",
+    "remote_user",
+    "geolocation",
+)
+#: Each panel's title, as GoAccess names it.
+PANEL_TITLES = {
+    "visitors": "Unique visitors per day",
+    "static_requests": "Static requests",
+    "not_found": "Not found URLs (404s)",
+    "hosts": "Visitor hostnames and IPs",
+    "os": "Operating systems",
+    "browsers": "Browsers",
+    "referrers": "Referrer URLs",
+    "referring_sites": "Referring sites",
+    "remote_user": "Remote user (HTTP authentication)",
+    "geolocation": "Geo location",
+}
+_EXTENSION = re.compile(r"^\.?[A-Za-z0-9]{1,16}$")
+
+
+def check_panels(disabled: Sequence[str], static_extensions: Sequence[str]) -> None:
+    """Reject an unknown panel name (``--no-panel``) or a malformed extension
+    (``--static-ext``).
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the value and the accepted ones.
+
+    Examples
+    --------
+    >>> check_panels(["os"], [".webp"])
+    >>> check_panels(["oss"], [])
+    Traceback (most recent call last):
+    ...
+    ValueError: --no-panel: unknown panel 'oss': use one of visitors, static_requests, \
+not_found, hosts, os, browsers, referrers, referring_sites, remote_user, geolocation
+    """
+    for name in disabled:
+        if name not in PANELS:
+            raise ValueError(f"--no-panel: unknown panel {name!r}: use one of {', '.join(PANELS)}")
+    for ext in static_extensions:
+        if not _EXTENSION.match(ext):
+            raise ValueError(
+                f"--static-ext: {ext!r} is not an extension: use letters and digits, "
+                "with or without the dot (e.g. .webp)"
+            )
+
 
 #: Where the real access logs live on the team's machines, relative to the working directory.
 DEFAULT_DATA_DIR = Path("../shared/data")

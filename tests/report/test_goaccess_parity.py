@@ -1,18 +1,26 @@
 """GoAccess's panels in the batch report equal Debian's ``goaccess`` on the real elastic
-Combined log, panel by panel (docs/report.md, "GoAccess's panels")."""
+Combined log, panel by panel (docs/report.md, "GoAccess's panels"); the stream's
+``traffic_by_panel``, summed over the same log, equals the report, and the live dashboard
+shows each panel with the report's numbers."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import shutil
+import sqlite3
 import subprocess
+import time
 
 import pytest
 from tests.conftest import COMBINED, data_file
+from tests.dashboard.helpers import chromium
+from tests.pipeline.helpers import config, write_chunks
 
 from logstream.analytics.geo import locate
+from logstream.dashboard import start_dashboard_thread
 from logstream.parsing import compile_format, parse
+from logstream.pipeline import Pipeline
 from logstream.report import build_report
 from logstream.report.panels import PANELS
 from logstream.sources import read_lines
@@ -232,3 +240,152 @@ def test_geolocation_is_goaccess_hosts_located(ours, goaccess):
     # the elastic sample's clients are addresses, placed on six continents
     assert "Unresolved" not in {c for c, _ in got}
     assert {c for c, _ in got} >= {"NA North America", "EU Europe", "AS Asia", "OC Oceania"}
+
+
+# -- the stream: traffic_by_panel summed over the log equals the report --------------------
+
+
+@pytest.fixture(scope="module")
+def stream(spark, tmp_path_factory):
+    """``logstream run`` over the elastic log in two micro-batches of 5,000 lines, its panel
+    output only; the store keeps every window of the 4-day log."""
+    tmp = tmp_path_factory.mktemp("panels-stream")
+    with gzip.open(data_file(COMBINED), "rt", encoding="utf-8", errors="replace") as fh:
+        write_chunks([line.rstrip("\n") for line in fh], tmp / "in", per_file=5000)
+    cfg = config(
+        tmp,
+        tmp / "in",
+        log_format="combined",
+        store_retention="30 days",
+        queries="traffic_by_panel",
+    )
+    pipeline = Pipeline(spark, cfg)
+    try:
+        pipeline.run()
+    finally:
+        pipeline.stop()
+    store = sqlite3.connect(cfg.store_path)
+    panes: dict[tuple[str, str], list[int]] = {}
+    for dimension, key, requests, size in store.execute(
+        "SELECT dimension, key, requests, bytes FROM traffic_by_dimension"
+    ):
+        sums = panes.setdefault((dimension, key), [0, 0])
+        sums[0] += requests
+        sums[1] += size
+    days = {
+        day: (requests, visitors, size)
+        for day, requests, visitors, size in store.execute(
+            "SELECT day, requests, visitors, bytes FROM daily_visitors"
+        )
+    }
+    final = spark.read.parquet(str(cfg.output_dir / "traffic_by_panel")).collect()
+    late = spark.read.parquet(str(cfg.output_dir / "late_events")).count()
+    return {
+        "panes": panes,
+        "days": days,
+        "final": final,
+        "late": late,
+        "store": store,
+        "path": cfg.store_path,
+    }
+
+
+#: The stream's panels and how the report's items sum into the stream's keys.
+STREAM_KEYS = {
+    "static_requests": lambda item, parent: item["data"],
+    "not_found": lambda item, parent: item["data"],
+    "referrers": lambda item, parent: item["data"],
+    "referring_sites": lambda item, parent: item["data"],
+    "os": lambda item, parent: item["data"],
+    "browsers": lambda item, parent: item["data"],
+    "geolocation": lambda item, parent: item["data"] if parent else None,  # countries
+}
+
+
+@pytest.mark.parametrize("name", sorted(STREAM_KEYS))
+def test_the_streams_panel_windows_sum_to_the_reports_items(ours, stream, name):
+    """Per item, the hits and bytes of the stream's per-minute panel windows (the store's
+    live view of ``traffic_by_panel``) summed over the log equal the batch report's."""
+    assert stream["late"] == 0  # the elastic log is in time order: every line is on time
+    want: dict[str, list[int]] = {}
+    for top in ours[name]["data"]:
+        for item, parent in [(top, None)] + [(c, top) for c in top.get("items", [])]:
+            key = STREAM_KEYS[name](item, parent)
+            if key is not None and (parent is None or name == "geolocation"):
+                sums = want.setdefault(key, [0, 0])
+                sums[0] += item["hits"]
+                sums[1] += item["bytes"]
+    got = {key: v for (panel, key), v in stream["panes"].items() if panel == name}
+    assert got == want
+    assert len(got) > 3
+
+
+def test_the_streams_daily_visitors_equal_the_report(ours, stream):
+    """GoAccess's visitors panel in the stream: hits, exact unique visitors and bytes per day
+    (UTC days; the elastic log's offsets are +0000)."""
+    want = {i["data"]: (i["hits"], i["visitors"], i["bytes"]) for i in ours["visitors"]["data"]}
+    assert stream["days"] == want
+    assert len(want) == 4
+
+
+def test_the_final_panel_windows_equal_the_live_view(stream):
+    """Each window the watermark closed is published once in ``traffic_by_panel/``, with the
+    values of the store's live view; the last day stays open at the end of the log."""
+    rows = stream["final"]
+    keys = [(r["panel"], r["key"], r["window_start"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    store = stream["store"]
+    minutes = {
+        (d, k, ws): (req, size)
+        for d, k, ws, req, size in store.execute(
+            "SELECT dimension, key, window_start, requests, bytes FROM traffic_by_dimension"
+        )
+    }
+    days = stream["days"]
+    panels = set()
+    for r in rows:
+        panels.add(r["panel"])
+        if r["panel"] == "visitors":
+            assert (r["requests"], r["visitors"], r["bytes"]) == days[r["key"]]
+        else:
+            start = r["window_start"].strftime("%Y-%m-%dT%H:%M:%SZ")
+            assert (r["requests"], r["bytes"]) == minutes[(r["panel"], r["key"], start)]
+            assert r["visitors"] is None
+    assert panels == {"visitors", *STREAM_KEYS}
+    assert sum(r["panel"] == "visitors" for r in rows) == 3  # 05-17, 05-18, 05-19
+
+
+def test_the_dashboard_shows_every_panel_with_the_reports_numbers(ours, stream):
+    """The live dashboard over the stream's store (Debian's Chromium): with the whole range
+    chosen, each panel's table has rows, its first row is the report's first item, and the
+    visitors table is the report's visitors per day."""
+    with start_dashboard_thread(stream["path"], refresh_s=1.0) as server, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(server.url)
+        page.wait_for_selector("#kpi-requests", timeout=60_000)
+        page.check("#range input[value='all']")
+        page.wait_for_selector("#panel-visitors-table tbody tr", timeout=60_000)
+
+        def cells(panel: str) -> list[list[str]]:
+            return page.eval_on_selector_all(
+                f"#panel-{panel.replace('_', '-')}-table tbody tr",
+                "rows => rows.map(r => [...r.cells].map(c => c.innerText))",
+            )
+
+        want_days = [
+            [d["data"], f"{d['hits']:,}", f"{d['visitors']:,}"] for d in ours["visitors"]["data"]
+        ]
+        deadline = time.monotonic() + 60
+        while [r[:3] for r in cells("visitors")] != want_days and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert [r[:3] for r in cells("visitors")] == want_days
+        for name in STREAM_KEYS:
+            rows = cells(name)
+            items: dict[str, int] = {}  # by item: a request's methods and protocols summed
+            for top in ours[name]["data"]:
+                for c in top["items"] if name == "geolocation" else [top]:
+                    items[c["data"]] = items.get(c["data"], 0) + c["hits"]
+            best = max(items.values())
+            assert rows, name
+            assert int(rows[0][1].replace(",", "")) == best, name
+            assert items.get(rows[0][0]) == best, name

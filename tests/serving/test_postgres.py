@@ -53,6 +53,7 @@ TABLES = {
     "duration_s, requests, pages, bytes, entry_page, exit_page, bounce FROM sessions",
     "session_stats": "SELECT * FROM session_stats",
     "traffic_by_dimension": "SELECT * FROM traffic_by_dimension",
+    "daily_visitors": "SELECT * FROM daily_visitors",
     "alerts": "SELECT batch_id, series, metric, window_start, window_end, value, mean, std, "
     "z, direction FROM alerts",
     "bot_scores": "SELECT batch_id, window_start, window_end, client_host, requests, "

@@ -30,11 +30,25 @@ view            key                 pane length            measures
 ``sections``    ``section``         ``traffic_ms``         as ``traffic``
 ``agents``      ``agent_class``     ``traffic_ms``         as ``traffic``
 ``networks``    ``organisation``    ``traffic_ms``         as ``traffic``
+``os`` …        the panel's item    ``traffic_ms``         as ``traffic``
+``visitors_     visitor (host,      a day (UTC)            as ``traffic``: one pane per
+daily``         ``\n``, user agent)                        visitor and day, so a day's
+                                                           visitors are its panes (exact)
 ==============  ==================  =====================  ==================================
 
 The last three are the *dimension views*: their keys are columns added by reference data
 (:class:`logstream.reference.Enricher`), which the events must carry when one of them is
 computed; a null key (a client in no known network) counts as ``unknown``.
+
+The *panel views* (:data:`PANEL_VIEWS`: ``static_requests``, ``not_found``, ``os``,
+``browsers``, ``referrers``, ``referring_sites``, ``remote_user``, ``geolocation``) are
+GoAccess's panels per minute: their keys are the per-event columns of
+:mod:`logstream.pipeline.ingest.panels` (a null key: the event is not in the panel, as a
+request without a referrer is in no referrer panel). ``visitors_daily`` is GoAccess's
+``visitors`` panel: one pane per visitor (client host, day and user agent, as GoAccess
+defines one) and UTC day, so that a day's unique visitors are exact; a request answered
+with a 4xx status counts in its day's hits and bytes under the key ``""`` but makes no
+visitor (GoAccess's default).
 
 Every pane row has :data:`PANE_SCHEMA`; measures a view does not have are 0 (or a null
 sketch). Panes are aligned on the epoch (UTC), as ``pyspark.sql.functions.window`` aligns
@@ -56,8 +70,11 @@ from logstream.analytics.traffic import ERROR_STATUS_MIN, STATUS_CLASSES
 
 __all__ = [
     "CLIENT_PAGE_SEP",
+    "DAILY_VIEW",
+    "DAY_MS",
     "DIMENSION_VIEWS",
     "MEASURES",
+    "PANEL_VIEWS",
     "PANE_SCHEMA",
     "PANE_VIEWS",
     "SKETCH_VIEWS",
@@ -66,9 +83,27 @@ __all__ = [
     "fold_panes",
     "gathered",
     "pane_start",
+    "panel_windows",
     "sliding_windows",
     "traffic_windows",
 ]
+
+#: The panel views (GoAccess's panels per minute) and the event column keying each
+#: (:mod:`logstream.pipeline.ingest.panels`; null: the event is not in the panel).
+PANEL_VIEWS = {
+    "static_requests": "p_static",
+    "not_found": "p_not_found",
+    "os": "p_os",
+    "browsers": "p_browser",
+    "referrers": "p_referrer",
+    "referring_sites": "p_site",
+    "remote_user": "p_user",
+    "geolocation": "p_country",
+}
+#: GoAccess's ``visitors`` panel: one pane per visitor and UTC day, keyed by ``p_visitor``.
+DAILY_VIEW = "visitors_daily"
+#: A day, in milliseconds: the pane of :data:`DAILY_VIEW`.
+DAY_MS = 86_400_000
 
 #: The views, in the order of :data:`PANE_SCHEMA`'s ``view`` values.
 PANE_VIEWS = (
@@ -80,6 +115,8 @@ PANE_VIEWS = (
     "sections",
     "agents",
     "networks",
+    *PANEL_VIEWS,
+    DAILY_VIEW,
 )
 #: The sketch views: one HLL sketch per pane of ``item`` distinct values, keyed by ``key``
 #: (``None``: the whole site), in a small aggregation of their own.
@@ -145,7 +182,9 @@ class PaneSpec:
             return self.page_pane_ms
         if view in ("clients", "client_pages"):
             return self.clients_ms
-        return self.traffic_ms  # traffic, visitors and the dimension views
+        if view == DAILY_VIEW:
+            return DAY_MS
+        return self.traffic_ms  # traffic, visitors, the dimension and panel views
 
 
 def pane_start(t_ms: Column, length_ms: int) -> Column:
@@ -170,7 +209,8 @@ def fold_panes(
     events : DataFrame, optional
         Batch DataFrame of the micro-batch's events with ``event_time`` (timestamp),
         ``client_host``, ``url_path``, ``status`` (int), ``bytes_sent`` (bigint), and the
-        key columns of the dimension views in ``spec`` (:data:`DIMENSION_VIEWS`).
+        key columns of the dimension views in ``spec`` (:data:`DIMENSION_VIEWS`), of its
+        panel views (:data:`PANEL_VIEWS`) and ``p_visitor`` for :data:`DAILY_VIEW`.
     spec : PaneSpec
         Pane lengths and views.
     single_partition : bool
@@ -327,6 +367,10 @@ def _event_columns(
             key = F.concat_ws(CLIENT_PAGE_SEP, "client_host", "url_path")
         elif view in DIMENSION_VIEWS:
             key = F.coalesce(F.col(DIMENSION_VIEWS[view]), F.lit("unknown"))
+        elif view in PANEL_VIEWS:
+            key = F.col(PANEL_VIEWS[view])
+        elif view == DAILY_VIEW:
+            key = F.col("p_visitor")
         start = pane_start(t_ms, spec.length_ms(view))
         row = F.struct(
             F.lit(view).alias("view"),
@@ -338,6 +382,8 @@ def _event_columns(
             row = F.when(is_content_page(), row)
         elif view == "client_pages":  # a request without a path is no page
             row = F.when(F.col("url_path").isNotNull(), row)
+        elif view in PANEL_VIEWS:  # a null item: the event is not in the panel
+            row = F.when(key.isNotNull(), row)
         rows.append(row)
     status = F.col("status")
     one = F.lit(1).cast("bigint")
@@ -468,6 +514,66 @@ def dimension_windows(panes: DataFrame, view: str) -> DataFrame:
         ``status_1xx`` … ``status_5xx``, ``errors`` (bigint; errors are statuses ≥ 400).
     """
     return _window_rows(panes, view)
+
+
+#: The columns of a ``traffic_by_panel`` row after its keys (:func:`panel_windows`).
+_PANEL_MEASURES = ("requests", "bytes", *(f"status_{c}" for c in STATUS_CLASSES), "errors")
+
+
+def panel_windows(panes: DataFrame) -> DataFrame:
+    """GoAccess's panels as window rows: the panes of the panel views per minute and item,
+    and :data:`DAILY_VIEW`'s visitor panes summed per day.
+
+    Parameters
+    ----------
+    panes : DataFrame
+        :data:`PANE_SCHEMA` rows (any views; the panel views and the daily view are kept).
+
+    Returns
+    -------
+    DataFrame
+        ``panel`` (a key of :data:`PANEL_VIEWS`, or ``visitors``), ``key`` (the item; for
+        ``visitors`` the day, ``yyyy-MM-dd``), ``window_start``, ``window_end`` (timestamp: a
+        traffic window, or the UTC day), ``requests``, ``bytes``, ``status_1xx`` …
+        ``status_5xx``, ``errors`` (bigint), ``visitors`` (bigint: the day's unique visitors,
+        exact; null for the other panels).
+    """
+    items, day_sums, day_row = _panel_columns()
+    per_day = (
+        panes.where(F.col("view") == DAILY_VIEW)
+        .groupBy("start_ms", "end_ms")
+        .agg(*day_sums)
+        .select(*day_row)
+    )
+    return panes.where(F.col("view").isin(*PANEL_VIEWS)).select(*items).unionByName(per_day)
+
+
+@functools.cache
+def _panel_columns() -> tuple:
+    """:func:`panel_windows`' projections and aggregates."""
+    bounds = (
+        F.timestamp_millis("start_ms").alias("window_start"),
+        F.timestamp_millis("end_ms").alias("window_end"),
+    )
+    items = (
+        F.col("view").alias("panel"),
+        F.col("key"),
+        *bounds,
+        *(F.col(m) for m in _PANEL_MEASURES),
+        F.lit(None).cast("bigint").alias("visitors"),
+    )
+    sums = [F.sum(m).cast("bigint").alias(m) for m in _PANEL_MEASURES]
+    # the key "" holds the day's 4xx requests, which make no visitor
+    visitors = F.count_if(F.col("key") != "").cast("bigint").alias("visitors")
+    day = F.date_format(F.timestamp_millis("start_ms"), "yyyy-MM-dd")
+    day_row = (
+        F.lit("visitors").alias("panel"),
+        day.alias("key"),
+        *bounds,
+        *(F.col(m) for m in _PANEL_MEASURES),
+        F.col("visitors"),
+    )
+    return items, (*sums, visitors), day_row
 
 
 def sliding_windows(panes: DataFrame, view: str, window_ms: int, slide_ms: int) -> DataFrame:

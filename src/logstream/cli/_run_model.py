@@ -61,6 +61,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         None,
         "With --input-dir: files per micro-batch at most.",
     ),
+    "no_panel": (
+        (),
+        "Leave out one of GoAccess's panels (repeatable).",
+    ),
     "output_dir": (
         Path("out/stream"),
         "Root of the outputs.",
@@ -97,6 +101,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "default",
         "Outputs sent to the --sink URLs: default, all or a list.",
     ),
+    "site_host": (
+        None,
+        "Your site's host: its referrals leave the referrer panels.",
+    ),
     "socket": (
         None,
         "Read lines from a TCP server; needs --format.",
@@ -104,6 +112,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
     "state_dir": (
         Path("out/state"),
         "Root of the checkpoints.",
+    ),
+    "static_ext": (
+        (),
+        "Count this extension as a static file too (repeatable).",
     ),
     "store": (
         None,

@@ -271,6 +271,38 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         default=None,
     ),
     _option("queries", str, "--queries", OUTPUT, metavar="LIST", field="queries"),
+    _option(
+        "no_panel",
+        list[str] | None,
+        "--no-panel",
+        OUTPUT,
+        metavar="PANEL",
+        field="no_panel",
+        help="Leave out one of GoAccess's panels of traffic_by_panel (repeatable): visitors, "
+        "static_requests, not_found, os, browsers, referrers, referring_sites, remote_user, "
+        "geolocation.",
+        default=None,
+        default_text="every panel the log format can fill",
+    ),
+    _option(
+        "static_ext",
+        list[str] | None,
+        "--static-ext",
+        WINDOWS,
+        metavar="EXT",
+        field="static_ext",
+        help="Count this extension as a static file too (repeatable, e.g. .webp).",
+        default=None,
+        default_text="GoAccess's list",
+    ),
+    _option(
+        "site_host",
+        str | None,
+        "--site-host",
+        WINDOWS,
+        metavar="HOST",
+        field="site_host",
+    ),
     _option("bot_model", Path | None, "--bot-model", OUTPUT, metavar="DIR", field="bot_model"),
     _option(
         "dashboard",

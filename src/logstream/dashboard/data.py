@@ -414,6 +414,12 @@ def _panels(
             None,
         )
         setattr(snap, dimension, found)
+    snap.panels = views.section(
+        notes,
+        "traffic_by_panel (daily_visitors)",
+        lambda: views.panels(read, snap.range_start, top),
+        None,
+    )
 
 
 def _dstream_snapshot(

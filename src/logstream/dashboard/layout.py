@@ -38,6 +38,7 @@ from logstream.dashboard.panels import (
     examples_tables,
     fmt_duration,
     fmt_number,
+    goaccess_panel,
     health_table,
     reference_panel,
     sessions_panel,
@@ -55,6 +56,7 @@ __all__ = [
     "bots_panel",
     "build_layout",
     "examples_tables",
+    "goaccess_panel",
     "health_table",
     "kpi_cards",
     "reference_panel",
@@ -132,6 +134,8 @@ td.spike { color: #c53030; white-space: nowrap; } td.drop { color: #2b6cb0; whit
 td.time { white-space: nowrap; }
 .pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(16rem, 1fr)); gap: .8rem; }
 .scroll { max-height: 26rem; overflow-y: auto; }
+.panels { display: grid; grid-template-columns: repeat(auto-fit, minmax(26rem, 1fr));
+  gap: .8rem; }
 .panel h3 { font-size: .88rem; margin: .6rem 0 .25rem; color: #52606d; }
 .empty { color: #7b8794; font-style: italic; padding: .4rem 0; }
 """
@@ -279,6 +283,7 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                     _row("graph-sections", "graph-agents"),
                     html.Div(html.Div(id="bots", className="panel"), className="grid1"),
                     html.Div(html.Div(id="reference", className="panel"), className="grid1"),
+                    html.Div(html.Div(id="goaccess", className="panel"), className="grid1"),
                     _row("late", "quarantine"),
                     html.Div(html.Div(id="health", className="panel"), className="grid1"),
                     dcc.Interval(id="tick", interval=refresh_ms, n_intervals=0),

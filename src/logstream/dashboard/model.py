@@ -42,6 +42,7 @@ __all__ = [
     "DimensionTraffic",
     "Filters",
     "Health",
+    "PanelItems",
     "Session",
     "SessionWindow",
     "Sessions",
@@ -282,6 +283,20 @@ class DimensionTraffic:
 
 
 @dataclass
+class PanelItems:
+    """GoAccess's panels in the range: each panel's top items by hits (``traffic_by_panel``,
+    the store's ``traffic_by_dimension`` rows of the panel views) and its visitors per day
+    (``daily_visitors``)."""
+
+    #: panel → [(item, hits, bytes)], most hits first, at most ``top`` items
+    items: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
+    #: panel → (hits, items) of every item in the range
+    totals: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: (day, hits, unique visitors, bytes), oldest first: the days overlapping the range
+    days: list[tuple[str, int, int, int]] = field(default_factory=list)
+
+
+@dataclass
 class Visitors:
     """Unique visitors per traffic window (HLL estimates), per bucket: mean and peak."""
 
@@ -448,6 +463,7 @@ class Snapshot:
     sections: DimensionTraffic | None = None
     agents: DimensionTraffic | None = None
     networks: DimensionTraffic | None = None
+    panels: PanelItems | None = None  #: GoAccess's panels (None: no panel row in the range)
     dedup: bool | None = None  #: the ingest query drops duplicate lines (None: not recorded)
     #: the queries over ``events/`` the pipeline runs (``--queries``; None: not recorded)
     queries: frozenset[str] | None = None

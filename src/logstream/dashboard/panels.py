@@ -20,6 +20,7 @@ from typing import Any
 
 from dash import html
 
+from logstream.config import PANEL_TITLES
 from logstream.dashboard.figures import QUERY_OFF, plot_time, sparkline_uri
 from logstream.dashboard.model import (
     Alert,
@@ -37,6 +38,7 @@ __all__ = [
     "examples_tables",
     "fmt_duration",
     "fmt_number",
+    "goaccess_panel",
     "health_table",
     "reference_panel",
     "sessions_panel",
@@ -365,6 +367,57 @@ def reference_panel(snap: Snapshot) -> list[Any]:
                 html.Div([html.H3(label), _dimension_table(f"{dimension}-table", label, d, limit)])
             )
     return [heading, summary, html.Div(tables, className="pair")]
+
+
+def goaccess_panel(snap: Snapshot) -> list[Any]:
+    """GoAccess's panels in the range (``traffic_by_panel``'s live view): unique visitors per
+    day, then each panel's top items by hits with their share and bytes."""
+    heading = html.H2("GoAccess panels")
+    p = snap.panels
+    if snap.state != "ok" or p is None:
+        what = "No panel rows yet (traffic_by_panel: daily visitors, static files, OS, …)."
+        return [heading, html.Div(what, className="empty", id="goaccess-empty")]
+    tables = []
+    if p.days:
+        rows = [
+            html.Tr(
+                [
+                    html.Td(day, className="time"),
+                    html.Td(f"{hits:,}", className="n"),
+                    html.Td(f"{visitors:,}", className="n"),
+                    html.Td(human_bytes(size), className="n"),
+                ]
+            )
+            for day, hits, visitors, size in p.days
+        ]
+        tables.append(
+            html.Div(
+                [
+                    html.H3(PANEL_TITLES["visitors"] + " (UTC)"),
+                    _table("panel-visitors-table", ["day", "hits", "visitors", "bytes"], rows),
+                ]
+            )
+        )
+    for panel, items in p.items.items():
+        hits_total, count = p.totals[panel]
+        rows = [
+            html.Tr(
+                [
+                    html.Td(item, className="url"),
+                    html.Td(f"{hits:,}", className="n"),
+                    html.Td(_share(hits, hits_total), className="n"),
+                    html.Td(human_bytes(size), className="n"),
+                ]
+            )
+            for item, hits, size in items
+        ]
+        title = PANEL_TITLES[panel] + (" (countries)" if panel == "geolocation" else "")
+        label = f"{title}: {plural(count, 'item')}"
+        tid = f"panel-{panel.replace('_', '-')}-table"
+        tables.append(
+            html.Div([html.H3(label), _table(tid, ["item", "hits", "share", "bytes"], rows)])
+        )
+    return [heading, html.Div(tables, className="panels")]
 
 
 def sessions_panel(snap: Snapshot) -> list[Any]:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from logstream.config import PANELS
 from logstream.dashboard.model import (
     ALERTS_SHOWN,
     BOTS_SHOWN,
@@ -30,6 +31,7 @@ from logstream.dashboard.model import (
     DimensionTraffic,
     Filters,
     Health,
+    PanelItems,
     Sessions,
     TopClient,
     TopClients,
@@ -275,6 +277,24 @@ def dimension(
     for t, key, requests in rows:
         out.series[key][index[t]] = requests * per_minute
     return out
+
+
+#: The panel views of the store (``traffic_by_dimension``'s ``dimension``), in GoAccess's
+#: order: every panel but ``visitors`` (its own table) and ``hosts`` (the top clients).
+PANEL_VIEWS = tuple(p for p in PANELS if p not in ("visitors", "hosts"))
+
+
+def panels(read: StoreReader, range_start: str | None, top: int) -> PanelItems | None:
+    """GoAccess's panels in the range: each panel's ``top`` items by hits, and the visitors
+    of the days overlapping the range; None when the store has neither."""
+    out = PanelItems(days=read.daily_visitors(range_start))
+    for panel, item, hits, size, panel_hits, panel_items in read.panel_items(
+        PANEL_VIEWS, range_start, top
+    ):
+        out.items.setdefault(panel, []).append((item, hits, size))
+        out.totals[panel] = (panel_hits, panel_items)
+    out.items = {p: out.items[p] for p in PANEL_VIEWS if p in out.items}  # GoAccess's order
+    return out if out.items or out.days else None
 
 
 def examples(

@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from logstream.config import config_error
+from logstream.config import check_panels, config_error
 from logstream.errors import ConfigError
 
 __all__ = [
@@ -45,6 +45,7 @@ EVENT_QUERIES = (
     "traffic_by_section",
     "traffic_by_agent",
     "traffic_by_network",
+    "traffic_by_panel",
     "bot_scores",
 )
 #: The outputs that score with a model (:mod:`logstream.ml`), and the option giving it.
@@ -150,7 +151,7 @@ class PipelineConfig(BaseModel):
         Root of the Parquet outputs: ``events``, ``late_events``, ``quarantine``,
         ``traffic_per_minute``, ``trending_pages``, ``unique_visitors``, ``sessions``,
         ``top_clients``, ``alerts``, ``traffic_by_section``, ``traffic_by_agent``,
-        ``traffic_by_network``.
+        ``traffic_by_network``, ``traffic_by_panel``.
     state_dir : Path
         Root of the checkpoints, one sub-directory per query.
     store : str, optional
@@ -218,6 +219,15 @@ class PipelineConfig(BaseModel):
         later starts from the micro-batch it is turned on in. ``all`` leaves out
         ``traffic_by_network`` when there is no networks table and ``bot_scores`` when there
         is no bot model; naming one without it is an error.
+    no_panel : tuple of str
+        GoAccess's panels left out of ``traffic_by_panel`` (:data:`logstream.config.PANELS`;
+        ``hosts`` is the stream's ``top_clients`` and has no panel rows). A panel the log
+        format cannot fill is left out too: ``os`` and ``browsers`` need a user agent, the
+        referrer panels a referrer, ``remote_user`` a ``%u`` field.
+    static_ext : tuple of str
+        Extensions counted as static files besides GoAccess's list (``.webp``).
+    site_host : str, optional
+        Your own site's host name: its referrals leave the referrer panels.
     bot_model : Path, optional
         A bot model directory (``logstream model train bots``): the ``bot_scores`` output
         scores every final client window with it (:mod:`logstream.ml.bots`). Checked at
@@ -306,6 +316,15 @@ class PipelineConfig(BaseModel):
     )
     queries: tuple[str, ...] = Field(  # resolved by _queries
         default="all", description="Analytics outputs: all, none or a comma-separated list."
+    )
+    no_panel: tuple[str, ...] = Field(
+        default=(), description="Leave out one of GoAccess's panels (repeatable)."
+    )
+    static_ext: tuple[str, ...] = Field(
+        default=(), description="Count this extension as a static file too (repeatable)."
+    )
+    site_host: str | None = Field(
+        default=None, description="Your site's host: its referrals leave the referrer panels."
     )
     sinks: tuple[str, ...] = ()
     sink_outputs: tuple[str, ...] = Field(  # resolved by _sink_outputs
@@ -402,6 +421,16 @@ class PipelineConfig(BaseModel):
                     "(logstream model train bots), or leave it out of --queries"
                 )
         return tuple(q for q in EVENT_QUERIES if q in names)
+
+    @field_validator("no_panel", "static_ext", mode="before")
+    @classmethod
+    def _panels(cls, value: object, info: ValidationInfo) -> tuple[str, ...]:
+        names = (value,) if isinstance(value, str) else tuple(value or ())  # type: ignore[arg-type]
+        if info.field_name == "no_panel":
+            check_panels(names, ())
+        else:
+            check_panels((), names)
+        return tuple(str(n) for n in names)
 
     @field_validator("input_dir", "output_dir", "state_dir", "rate_sample")
     @classmethod

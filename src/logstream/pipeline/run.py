@@ -54,6 +54,7 @@ from logstream.pipeline.ingest import (
     IngestStage,
     IngestTotals,
 )
+from logstream.pipeline.ingest.settings import stream_panels
 from logstream.pipeline.state import StateSnapshots
 from logstream.reference import ReferenceTables
 from logstream.replay import open_log
@@ -167,6 +168,9 @@ class Pipeline:
             # every event would be "unknown": a view that costs and says nothing
             log.info("format %s has no user agent: traffic_by_agent is not computed", self.fmt.name)
             self.outputs = tuple(q for q in self.outputs if q != "traffic_by_agent")
+        self.panels = stream_panels(self.cfg.no_panel, self.fmt.fields)
+        if not self.panels:
+            self.outputs = tuple(q for q in self.outputs if q != "traffic_by_panel")
         sinks = tuple(parse_sink(url, self.cfg.state_dir / "sinks") for url in self.cfg.sinks)
         check_sinks(self.spark, sinks)  # a kafka:// sink without the connector fails here
         self.publisher = OutputPublisher(
@@ -205,6 +209,9 @@ class Pipeline:
                 k=cfg.alert_sigma, warmup_minutes=int(interval_seconds(cfg.alert_warmup) // 60)
             ),
             outputs=self.outputs,
+            panels=self.panels,
+            static_extensions=cfg.static_ext,
+            site_host=cfg.site_host,
         )
         self.ingest = IngestStage(
             cfg.output_dir,

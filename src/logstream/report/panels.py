@@ -38,7 +38,6 @@ them and sums each panel's totals (:func:`build_panels`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -46,8 +45,16 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from logstream.analytics.geo import host_locations
+from logstream.analytics.requests import (
+    STATIC_EXTENSIONS,
+    is_static_target,
+    referring_site,
+    request_target,
+    shown_referrer,
+)
 from logstream.analytics.topk import ranking_window
 from logstream.analytics.useragents import FAMILY_SCHEMA, agent_families
+from logstream.config import PANEL_TITLES, PANELS, check_panels
 from logstream.reference import CRAWLER_CLASS, agent_class_column
 from logstream.reference.tables import Table
 
@@ -59,28 +66,6 @@ __all__ = [
     "panel_inputs",
     "panel_views",
 ]
-
-#: The panels, by their GoAccess JSON key, in GoAccess's order.
-PANELS: tuple[str, ...] = (
-    "visitors",
-    "static_requests",
-    "not_found",
-    "hosts",
-    "os",
-    "browsers",
-    "referrers",
-    "referring_sites",
-    "remote_user",
-    "geolocation",
-)
-
-#: GoAccess's static-file extensions (Debian's ``/etc/goaccess/goaccess.conf`` of GoAccess
-#: 1.7, the list a user sees); ``static_extensions`` adds to them.
-STATIC_EXTENSIONS: tuple[str, ...] = (
-    *".css .js .jpg .png .gif .ico .jpeg .pdf .csv .mpeg .mpg .swf .woff .woff2 .xls .xlsx".split(),
-    *".doc .docx .ppt .pptx .txt .zip .ogg .mp3 .mp4 .exe .iso .gz .rar .svg .bmp .tar".split(),
-    *".tgz .tiff .tif .ttf .flv .dmg .xz .zst".split(),
-)
 
 #: The event columns the panels read, beyond the report's own.
 PANEL_COLUMNS = ("query_string", "method", "protocol", "referrer", "user")
@@ -100,60 +85,6 @@ _P_AGENT, _P_VISITOR, _P_TARGET = "_p_agent", "_p_visitor", "_p_target"
 _P_METHOD_PROTOCOL, _P_SITE = "_p_method_protocol", "_p_site"
 #: The panels whose items are families with children (versions, countries).
 _NESTED = ("os", "browsers", "geolocation")
-_EXTENSION = re.compile(r"^\.?[A-Za-z0-9]{1,16}$")
-
-
-def check_panels(disabled: Sequence[str], static_extensions: Sequence[str]) -> None:
-    """Reject an unknown panel name (``--no-panel``) or a malformed extension
-    (``--static-ext``).
-
-    Raises
-    ------
-    ValueError
-        Naming the option, the value and the accepted ones.
-    """
-    for name in disabled:
-        if name not in PANELS:
-            raise ValueError(f"--no-panel: unknown panel {name!r}: use one of {', '.join(PANELS)}")
-    for ext in static_extensions:
-        if not _EXTENSION.match(ext):
-            raise ValueError(
-                f"--static-ext: {ext!r} is not an extension: use letters and digits, "
-                "with or without the dot (e.g. .webp)"
-            )
-
-
-def _static_names(extra: Sequence[str]) -> list[str]:
-    """The static extensions without their dot, lower case."""
-    return sorted({e.lstrip(".").lower() for e in (*STATIC_EXTENSIONS, *extra)})
-
-
-def is_static_target(target: Column, extra: Sequence[str] = ()) -> Column:
-    """The target ends with a static extension, ignoring case: what follows its last dot is
-    one of them (string functions and a set lookup, no regular expression: a query string
-    after the extension, ``/a.css?v=2``, is not static, as in GoAccess)."""
-    after_dot = F.lower(F.substring_index(target, ".", -1))
-    return (F.instr(target, ".") > 0) & after_dot.isin(_static_names(extra))
-
-
-def request_target(
-    url_path: Column, query_string: Column, method: Column, protocol: Column
-) -> tuple[Column, Column]:
-    """The request as GoAccess keys it: the target with its query string, ``%xx``-decoded
-    and trimmed (an invalid escape keeps the text as written; ``+`` stays ``+``), and
-    ``method protocol`` (``GET HTTP/1.1``). A target ending in a bare ``?`` has no query
-    string after parsing, so it is keyed without the ``?`` (GoAccess keeps it). A request
-    line that does not parse is ``-``, as in GoAccess."""
-    target = F.when(query_string.isNull(), url_path).otherwise(
-        F.concat(url_path, F.lit("?"), query_string)
-    )
-    decoded = F.when(
-        F.instr(target, "%") > 0,
-        # trimmed, as GoAccess trims the decoded target ("/a%20" is "/a")
-        F.trim(F.coalesce(F.try_url_decode(F.replace(target, F.lit("+"), F.lit("%2B"))), target)),
-    ).otherwise(target)
-    # no target (a request line that does not parse): GoAccess's "-"
-    return F.coalesce(decoded, F.lit("-")), F.concat_ws(" ", method, protocol)
 
 
 def panel_views(
@@ -208,9 +139,7 @@ def panel_views(
                 )
     referrer = F.col("referrer")
     site = F.col(_P_SITE)
-    shown = referrer.isNotNull()
-    if site_host:
-        shown = shown & (F.lower(site) != site_host.lower())
+    shown = shown_referrer(referrer, site, site_host)
     for panel, key, when in (
         ("referrers", referrer, shown),
         ("referring_sites", site, shown & (site != "")),
@@ -236,7 +165,7 @@ def panel_inputs(day: Column, panels: Sequence[str]) -> dict[str, Column]:
         F.col("url_path"), F.col("query_string"), F.col("method"), F.col("protocol")
     )
     out[_P_TARGET], out[_P_METHOD_PROTOCOL] = target, method_protocol
-    out[_P_SITE] = F.regexp_extract(F.col("referrer"), "//([^/]+)", 1)
+    out[_P_SITE] = referring_site(F.col("referrer"))
     return out
 
 
@@ -444,20 +373,6 @@ def _located(agent_rows: DataFrame, panels: Sequence[str]) -> DataFrame:
         "client_host"
     )
 
-
-#: Each panel's title, as GoAccess names it.
-PANEL_TITLES = {
-    "visitors": "Unique visitors per day",
-    "static_requests": "Static requests",
-    "not_found": "Not found URLs (404s)",
-    "hosts": "Visitor hostnames and IPs",
-    "os": "Operating systems",
-    "browsers": "Browsers",
-    "referrers": "Referrer URLs",
-    "referring_sites": "Referring sites",
-    "remote_user": "Remote user (HTTP authentication)",
-    "geolocation": "Geo location",
-}
 
 #: The versions shown under each family in the terminal and HTML reports (the JSON has
 #: ``top``).

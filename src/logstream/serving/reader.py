@@ -285,6 +285,41 @@ class StoreReader:
         )
         return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
+    def panel_items(
+        self, panels: tuple[str, ...], since: str | None, top: int
+    ) -> list[tuple[str, str, int, int, int, int]]:
+        """GoAccess's panels in the store's live view (``traffic_by_dimension`` rows of
+        ``panels``) since ``since``: ``(panel, item, hits, bytes, panel_hits, panel_items)``
+        of each panel's ``top`` items by hits (one query, a ranking window per panel)."""
+        if not panels:
+            return []
+        where = f"WHERE dimension IN ({', '.join('?' * len(panels))})"
+        params: list[Any] = list(panels)
+        if since is not None:
+            where += " AND window_start >= ?"
+            params.append(since)
+        rows = self._all(
+            "SELECT dimension, key, hits, bytes, panel_hits, panel_items FROM ("
+            "SELECT dimension, key, SUM(requests) AS hits, SUM(bytes) AS bytes, "
+            "ROW_NUMBER() OVER (PARTITION BY dimension ORDER BY SUM(requests) DESC, key) AS n, "
+            "SUM(SUM(requests)) OVER (PARTITION BY dimension) AS panel_hits, "
+            "COUNT(*) OVER (PARTITION BY dimension) AS panel_items "
+            f"FROM traffic_by_dimension {where} GROUP BY dimension, key) AS ranked "
+            f"WHERE n <= {int(top)} ORDER BY dimension, n",
+            params,
+        )
+        return [(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows]
+
+    def daily_visitors(self, since: str | None) -> list[tuple[str, int, int, int]]:
+        """GoAccess's visitors panel: ``(day, hits, unique visitors, bytes)`` of the UTC days
+        ending after ``since``, oldest first."""
+        where, params = ("", ()) if since is None else ("WHERE window_end > ?", (since,))
+        rows = self._all(
+            f"SELECT day, requests, visitors, bytes FROM daily_visitors {where} ORDER BY day",
+            params,
+        )
+        return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
     def dimension_buckets(
         self, dimension: str, keys: list[str], since: str | None, bucket_s: int
     ) -> list[DimensionBucket]:

@@ -44,7 +44,13 @@ direction)``: the latest :data:`ALERTS_KEPT` anomaly alerts
 ``traffic_by_dimension(dimension, key, window_start, window_end, requests, bytes, status_1xx
 … status_5xx, errors)``: traffic per window of the reference-data views (``sections``,
 ``agents``, ``networks``; :mod:`logstream.reference`), upserted like ``traffic_per_minute``,
-kept for the retention like ``trending_pages`` (the Parquet outputs keep every window).
+kept for the retention like ``trending_pages`` (the Parquet outputs keep every window);
+also GoAccess's panels per minute (``dimension`` ``os``, ``browsers``, ``geolocation``,
+``static_requests``, ``not_found``, ``referrers``, ``referring_sites``, ``remote_user``: the
+``traffic_by_panel`` output's live view)
+``daily_visitors(day, window_start, window_end, requests, visitors, bytes)``: GoAccess's
+visitors panel, a row per UTC day (exact unique visitors: host, day and user agent), upserted
+while the day is open and kept whole
 ``pipeline_state.reference_versions`` holds the table versions (SHA-256) of the newest
 micro-batch.
 ``bot_scores(seq, batch_id, window_start, window_end, client_host, requests, bot_probability,
@@ -136,6 +142,9 @@ CREATE TABLE IF NOT EXISTS traffic_by_dimension (
     status_1xx INTEGER NOT NULL, status_2xx INTEGER NOT NULL, status_3xx INTEGER NOT NULL,
     status_4xx INTEGER NOT NULL, status_5xx INTEGER NOT NULL, errors INTEGER NOT NULL,
     PRIMARY KEY (dimension, window_start, key));
+CREATE TABLE IF NOT EXISTS daily_visitors (
+    day TEXT PRIMARY KEY, window_start TEXT NOT NULL, window_end TEXT NOT NULL,
+    requests INTEGER NOT NULL, visitors INTEGER NOT NULL, bytes INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS alerts (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, batch_id INTEGER, series TEXT, metric TEXT,
     window_start TEXT, window_end TEXT, value REAL, mean REAL, std REAL, z REAL,

@@ -105,6 +105,9 @@ class IngestBatchWrite:
     bot_windows: list[tuple[Any, ...]] = field(default_factory=list)
     #: merged traffic of the dimension views: (dimension, key, *TRAFFIC_COLS)
     dimensions: list[tuple[Any, ...]] = field(default_factory=list)
+    #: merged days of GoAccess's visitors panel: (day, window_start, window_end, requests,
+    #: visitors, bytes)
+    daily_visitors: list[tuple[Any, ...]] = field(default_factory=list)
     reference_versions: dict[str, str] | None = None  #: {table kind: SHA-256} of the batch
     prune_trending_before: str | None = None  # drop trending and client windows ending ≤
     final_before: str | None = None  # windows ending at or before are final
@@ -342,6 +345,12 @@ class ServingStore:
             f"INSERT INTO traffic_by_dimension({dims}) VALUES ({', '.join('?' * 12)}) "
             f"ON CONFLICT(dimension, window_start, key) DO UPDATE SET {sets}",
             write.dimensions,
+        )
+        conn.executemany(
+            "INSERT INTO daily_visitors(day, window_start, window_end, requests, visitors, "
+            "bytes) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(day) DO UPDATE SET "
+            "requests = excluded.requests, visitors = excluded.visitors, bytes = excluded.bytes",
+            write.daily_visitors,
         )
         if write.prune_trending_before is not None:
             for table in ("trending_pages", "top_clients"):

@@ -48,6 +48,7 @@ KEY_COLUMNS: dict[str, tuple[str, ...]] = {
     "traffic_by_section": ("window_start", "section"),
     "traffic_by_agent": ("window_start", "agent_class"),
     "traffic_by_network": ("window_start", "organisation"),
+    "traffic_by_panel": ("window_start", "panel", "key"),
     "alerts": ("window_start", "series", "metric"),
     "sessions": ("session_start", "client_host", "user_agent"),
     "bot_scores": ("window_start", "client_host"),

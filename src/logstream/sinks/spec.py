@@ -38,6 +38,7 @@ DEFAULT_SINK_OUTPUTS = (
     "traffic_by_section",
     "traffic_by_agent",
     "traffic_by_network",
+    "traffic_by_panel",
 )
 #: Outputs written on every run, whatever ``--queries`` says.
 ALWAYS_OUTPUTS = ("events", "late_events", "quarantine")

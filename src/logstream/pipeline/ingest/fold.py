@@ -4,7 +4,9 @@ One aggregation folds the batch's on-time events into the open panes of snapshot
 every view at once (:func:`~logstream.analytics.panes.fold_panes`: sums with one shuffle,
 and a small HLL aggregation for the visitors). The dimension views read the columns the
 reference tables add (broadcast joins before the aggregation, by the tables' versions of the
-batch). The trending pages' sliding windows are summed from the folded 1-minute panes. The
+batch). GoAccess's panel views read the columns :mod:`.panels` adds (the distinct user agents and
+hosts classified once). The trending pages' sliding windows are summed from the folded
+1-minute panes. The
 panes and windows the new watermark made final are marked for step 7, and the ones the batch
 changed go to the live views of step 6 (:mod:`logstream.pipeline.ingest.live`).
 """
@@ -19,8 +21,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream.analytics.bounds import above, at_most
-from logstream.analytics.panes import DIMENSION_VIEWS, fold_panes, sliding_windows
+from logstream.analytics.panes import (
+    DAILY_VIEW,
+    DIMENSION_VIEWS,
+    PANEL_VIEWS,
+    fold_panes,
+    sliding_windows,
+)
 from logstream.pipeline.ingest.live import live_views
+from logstream.pipeline.ingest.panels import PANEL_INPUTS, panel_columns
 from logstream.pipeline.ingest.settings import iso_ms
 from logstream.pipeline.state import SnapshotMeta
 from logstream.reference import Enricher
@@ -84,8 +93,18 @@ def fold_batch(
     # a view turned off leaves the state (fold_panes keeps the views of the spec)
     open_panes = stage._state(prev, "panes")
     events = on_time if write.events else None
+    panels = any(v in PANEL_VIEWS or v == DAILY_VIEW for v in spec.views)
     if events is not None and any(v in DIMENSION_VIEWS for v in spec.views):
-        events = enriched(stage, events, write)
+        events = enriched(stage, events, write, panels)
+    if events is not None and panels:
+        events = panel_columns(
+            events,
+            spec.views,
+            stage._tables,
+            s.static_extensions,
+            s.site_host,
+            stage.single_partition,
+        )
     merged = fold_panes(open_panes, events, spec, stage.single_partition)
     merged = merged.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(merged)
@@ -100,8 +119,11 @@ def fold_batch(
     return Folded(merged, windows, newly_final, s.closes_windows(final_until, next_watermark))
 
 
-def enriched(stage: StageContext, events: DataFrame, write: IngestBatchWrite) -> DataFrame:
-    """The events with the reference columns, by the tables' versions of this batch."""
+def enriched(
+    stage: StageContext, events: DataFrame, write: IngestBatchWrite, panels: bool = False
+) -> DataFrame:
+    """The events with the reference columns, by the tables' versions of this batch (and
+    the columns the panel views read, with ``panels``)."""
     tables = stage._tables
     write.reference_versions = {k: t.digest for k, t in sorted(tables.items())}
     if stage._enricher is None:
@@ -110,4 +132,5 @@ def enriched(stage: StageContext, events: DataFrame, write: IngestBatchWrite) ->
     # only the joins a computed view reads (no agents join for a log without user agents);
     # a dimension view is named after the kind of table that keys it
     used = {k: t for k, t in tables.items() if k in views}
-    return stage._enricher.enrich(events.select(*_ANALYTICS_COLUMNS), used)
+    columns = (*_ANALYTICS_COLUMNS, *PANEL_INPUTS) if panels else _ANALYTICS_COLUMNS
+    return stage._enricher.enrich(events.select(*columns), used)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
 from logstream.analytics.bounds import above
-from logstream.analytics.panes import DIMENSION_VIEWS
+from logstream.analytics.panes import DAILY_VIEW, DIMENSION_VIEWS, PANEL_VIEWS, gathered
 from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, INGEST_QUERY, iso_ms_col
 from logstream.serving import IngestBatchWrite
 
@@ -48,10 +48,15 @@ def live_views(
 ) -> None:
     """The merged values of every pane and window this batch changed, for the store, in
     one collect (bounded by what one micro-batch can touch within the retention)."""
-    panes, pane_columns, changed, window_columns = live_columns(stage, horizon_ms)
+    panes, pane_columns, changed, window_columns, daily = live_columns(stage, horizon_ms)
     live = merged.where(panes).select(*pane_columns)
     if windows is not None:
         live = live.unionByName(windows.where(changed).select(*window_columns))
+    if daily is not None:  # the days the batch changed, each summed over its visitors
+        of_view, sums, day_row = daily
+        of_days = gathered(merged.where(of_view), stage.single_partition)
+        days = of_days.groupBy("start_ms", "end_ms").agg(*sums)
+        live = live.unionByName(days.where(F.col("touched")).select(*day_row))
     rows = live.collect()
     write.traffic = [tuple(r[2:12]) for r in rows if r["view"] == "traffic"]
     write.visitors = [
@@ -66,7 +71,14 @@ def live_views(
         (r["ws"], r["we"], r["key"], int(r["requests"])) for r in rows if r["view"] == "trending"
     ]
     write.dimensions = [
-        (r["view"], r["key"], *r[2:12]) for r in rows if r["view"] in DIMENSION_VIEWS
+        (r["view"], r["key"], *r[2:12])
+        for r in rows
+        if r["view"] in DIMENSION_VIEWS or r["view"] in PANEL_VIEWS
+    ]
+    write.daily_visitors = [
+        (r["key"], r["ws"], r["we"], int(r["requests"]), int(r["v"]), int(r["bytes"]))
+        for r in rows
+        if r["view"] == DAILY_VIEW
     ]
 
 
@@ -90,6 +102,7 @@ def _build_live_columns(stage: StageContext, horizon_ms: int) -> tuple:
         "visitors": "unique_visitors",
         "clients": "top_clients",
         **{view: output for output, view in DIMENSION_OUTPUTS.items()},
+        **dict.fromkeys(PANEL_VIEWS, "traffic_by_panel"),
     }
     complete = F.lit(False)
     for view, output in view_output.items():
@@ -98,9 +111,9 @@ def _build_live_columns(stage: StageContext, horizon_ms: int) -> tuple:
                 (F.col("view") == view) & stage._complete(output, F.col("start_ms"))
             )
     # traffic and visitors keep every window (a row a minute); clients, trending pages and
-    # the dimension views (a row per key and minute: 670K for the sections of a 31-day
-    # backfill) keep the retention
-    kept = ~F.col("view").isin("clients", *DIMENSION_VIEWS)
+    # the dimension and panel views (a row per key and minute: 670K for the sections of a
+    # 31-day backfill) keep the retention
+    kept = ~F.col("view").isin("clients", *DIMENSION_VIEWS, *PANEL_VIEWS)
     inline = stage._inline_bounds
     recent = kept | above(F.col("end_ms"), horizon_ms, inline)
     measures = (
@@ -132,4 +145,26 @@ def _build_live_columns(stage: StageContext, horizon_ms: int) -> tuple:
         *(zero.alias(c) for c in measures[1:]),
         F.lit(None).cast("bigint").alias("v"),
     )
-    return F.col("touched") & recent & complete, pane_columns, changed, window_columns
+    daily = None
+    if "traffic_by_panel" in s.outputs and DAILY_VIEW in s.pane_spec().views:
+        daily = _daily_columns(stage._complete("traffic_by_panel", F.col("start_ms")), measures)
+    return F.col("touched") & recent & complete, pane_columns, changed, window_columns, daily
+
+
+def _daily_columns(complete: Column, measures: tuple[str, ...]) -> tuple:
+    """The daily visitors' condition, aggregates and row for :func:`live_views`: a day's
+    visitors are its panes but the key ``""`` (its 4xx requests: no visitor)."""
+    sums = (
+        *(F.sum(m).cast("bigint").alias(m) for m in measures),
+        F.count_if(F.col("key") != "").cast("bigint").alias("v"),
+        F.max("touched").alias("touched"),
+    )
+    day_row = (
+        F.lit(DAILY_VIEW).alias("view"),
+        F.date_format(F.timestamp_millis("start_ms"), "yyyy-MM-dd").alias("key"),
+        iso_ms_col("start_ms").alias("ws"),
+        iso_ms_col("end_ms").alias("we"),
+        *(F.col(m) for m in measures),
+        F.col("v"),
+    )
+    return (F.col("view") == DAILY_VIEW) & complete, sums, day_row

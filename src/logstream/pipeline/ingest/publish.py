@@ -4,7 +4,8 @@ On-time events go to ``events/``, late events (with the watermark they missed) t
 ``late_events/`` and quarantined lines (and corrupt input files) to ``quarantine/``. Panes the
 new watermark has passed are final: they are published, each once — ``traffic_per_minute/``,
 ``unique_visitors/``, ``trending_pages/`` (5-minute windows summed from 1-minute panes),
-``top_clients/``, ``traffic_by_section/``, ``traffic_by_agent/``, ``traffic_by_network/``.
+``top_clients/``, ``traffic_by_section/``, ``traffic_by_agent/``, ``traffic_by_network/``,
+``traffic_by_panel/``.
 Every window ends on a whole minute, so only a micro-batch whose watermark passes one
 (:meth:`~logstream.pipeline.ingest.AnalyticsSettings.closes_windows`) can make a window
 final: the others skip the final windows, the detector and the bot scores
@@ -29,7 +30,7 @@ from pyspark.util import inheritable_thread_target
 
 from logstream import analytics
 from logstream.analytics.bounds import above
-from logstream.analytics.panes import dimension_windows, traffic_windows
+from logstream.analytics.panes import dimension_windows, panel_windows, traffic_windows
 from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.ingest.alerts import score_alerts, score_bots
 from logstream.pipeline.ingest.fold import Folded
@@ -243,6 +244,11 @@ def publish_windows(
         if output in s.outputs:
             rows = finals.where(stage._complete(output, start))
             schedule(dimension_windows(rows, view), output)
+    if "traffic_by_panel" in s.outputs:  # every panel in one output, one job
+        schedule(
+            panel_windows(finals.where(stage._complete("traffic_by_panel", start))),
+            "traffic_by_panel",
+        )
     if "top_clients" in s.outputs:
         complete = stage._complete("top_clients", start)
         counts = finals.where((F.col("view") == "clients") & complete).select(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from logstream.analytics.alerts import ALERT_STATE_SCHEMA, AlertConfig
-from logstream.analytics.panes import PANE_SCHEMA, PaneSpec
+from logstream.analytics.panes import DAILY_VIEW, PANE_SCHEMA, PANEL_VIEWS, PaneSpec
 from logstream.analytics.sessions import SESSION_PARTS_SCHEMA
 from logstream.ml.model import ModelInfo
 from logstream.pipeline.config import EVENT_QUERIES, REFERENCE_QUERIES
@@ -33,6 +34,7 @@ __all__ = [
     "OUTPUTS",
     "SINGLE_PARTITION_ROWS",
     "STATE_PARTS",
+    "STREAM_PANELS",
     "WRITERS",
     "AnalyticsSettings",
     "BotScorer",
@@ -40,6 +42,7 @@ __all__ = [
     "iso",
     "iso_ms",
     "iso_ms_col",
+    "stream_panels",
 ]
 
 #: The parts of the analytics state carried between micro-batches, and their schemas.
@@ -60,6 +63,35 @@ DIMENSION_OUTPUTS = {
     "traffic_by_agent": "agents",
     "traffic_by_network": "networks",
 }
+
+#: GoAccess's panels the stream counts (``traffic_by_panel``): the batch report's but
+#: ``hosts`` (the stream's hosts are ``top_clients``). ``visitors`` is the daily view.
+STREAM_PANELS = ("visitors", *PANEL_VIEWS)
+
+#: The event fields a panel needs in the log format, beyond the request and the client.
+_PANEL_FIELDS = {
+    "os": "user_agent",
+    "browsers": "user_agent",
+    "referrers": "referrer",
+    "referring_sites": "referrer",
+    "remote_user": "user",
+}
+
+
+def stream_panels(disabled: Iterable[str], fields: Iterable[str]) -> tuple[str, ...]:
+    """The panels of :data:`STREAM_PANELS` the stream counts: those not ``disabled``
+    (``--no-panel``) whose fields the log format has.
+
+    Examples
+    --------
+    >>> stream_panels(["geolocation"], ["client_host", "user", "status"])
+    ('visitors', 'static_requests', 'not_found', 'remote_user')
+    """
+    off, have = set(disabled), set(fields)
+    return tuple(
+        p for p in STREAM_PANELS if p not in off and _PANEL_FIELDS.get(p, "client_host") in have
+    )
+
 
 #: Default of :attr:`AnalyticsSettings.single_partition_rows`.
 SINGLE_PARTITION_ROWS = 50_000
@@ -113,6 +145,12 @@ class AnalyticsSettings:
         time of a small micro-batch is the fixed cost of its stages, not work, and every
         shuffle is a stage (with adaptive execution a Spark job of its own, re-planned).
         Larger ones (a backfill) are spread over every core. 0: never.
+    panels : tuple of str
+        GoAccess's panels counted by ``traffic_by_panel`` (:data:`STREAM_PANELS`).
+    static_extensions : tuple of str
+        Extensions counted as static files besides GoAccess's (``--static-ext``).
+    site_host : str, optional
+        Your own site's host (``--site-host``): its referrals leave the referrer panels.
     """
 
     watermark_ms: int = 600_000
@@ -127,6 +165,9 @@ class AnalyticsSettings:
     alerts: AlertConfig = field(default_factory=AlertConfig)
     outputs: tuple[str, ...] = tuple(q for q in OUTPUTS if REFERENCE_QUERIES.get(q) is None)
     single_partition_rows: int = SINGLE_PARTITION_ROWS
+    panels: tuple[str, ...] = STREAM_PANELS
+    static_extensions: tuple[str, ...] = ()
+    site_host: str | None = None
 
     def watermark_at(self, max_event_ms: int | None) -> int | None:
         """The watermark (epoch ms) after events up to ``max_event_ms``: the newest event time
@@ -208,6 +249,10 @@ class AnalyticsSettings:
         if "bot_scores" in wanted:
             views.append("client_pages")
         views += [view for output, view in DIMENSION_OUTPUTS.items() if output in wanted]
+        if "traffic_by_panel" in wanted:
+            views += [view for view in PANEL_VIEWS if view in self.panels]
+            if "visitors" in self.panels:
+                views.append(DAILY_VIEW)
         return PaneSpec(
             traffic_ms=self.traffic_ms,
             page_pane_ms=self.trending_slide_ms,

@@ -21,6 +21,7 @@ from logstream.pipeline.ingest.commit import commit_batch
 from logstream.pipeline.ingest.context import StageContext
 from logstream.pipeline.ingest.fold import fold_batch
 from logstream.pipeline.ingest.live import commit_views
+from logstream.pipeline.ingest.panels import AGENT_PANELS
 from logstream.pipeline.ingest.publish import (
     analytics_tasks,
     events_task,
@@ -88,7 +89,7 @@ class IngestStage(StageContext):
         if corrupt and self.strict:
             raise_if_corrupt(corrupt)  # before anything is written
         prev = self.state.latest_before(batch_id)
-        if any(v in DIMENSION_VIEWS for v in self.settings.pane_spec().views):
+        if any(v in DIMENSION_VIEWS or v in AGENT_PANELS for v in self.settings.pane_spec().views):
             # 2. reference tables: chosen (and recorded) before anything is written, so that
             # a replay uses the same
             self._tables = self.reference.for_batch(batch_id)
