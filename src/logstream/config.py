@@ -38,6 +38,7 @@ PANELS: tuple[str, ...] = (
     "hosts",
     "os",
     "browsers",
+    "virtual_hosts",
     "referrers",
     "referring_sites",
     "remote_user",
@@ -51,6 +52,7 @@ PANEL_TITLES = {
     "hosts": "Visitor hostnames and IPs",
     "os": "Operating systems",
     "browsers": "Browsers",
+    "virtual_hosts": "Virtual hosts",
     "referrers": "Referrer URLs",
     "referring_sites": "Referring sites",
     "remote_user": "Remote user (HTTP authentication)",
@@ -75,7 +77,8 @@ def check_panels(disabled: Sequence[str], static_extensions: Sequence[str]) -> N
     Traceback (most recent call last):
     ...
     ValueError: --no-panel: unknown panel 'oss': use one of visitors, static_requests, \
-not_found, hosts, os, browsers, referrers, referring_sites, remote_user, geolocation
+not_found, hosts, os, browsers, virtual_hosts, referrers, referring_sites, remote_user, \
+geolocation
     """
     for name in disabled:
         if name not in PANELS:

@@ -64,6 +64,7 @@ EVENT_SCHEMA = StructType(
         StructField("referrer", StringType(), True),
         StructField("user_agent", StringType(), True),
         StructField("response_time_us", LongType(), True),
+        StructField("virtual_host", StringType(), True),
         StructField("source_file", StringType(), True),
     ]
 )

@@ -41,8 +41,8 @@ The last three are the *dimension views*: their keys are columns added by refere
 computed; a null key (a client in no known network) counts as ``unknown``.
 
 The *panel views* (:data:`PANEL_VIEWS`: ``static_requests``, ``not_found``, ``os``,
-``browsers``, ``referrers``, ``referring_sites``, ``remote_user``, ``geolocation``) are
-GoAccess's panels per minute: their keys are the per-event columns of
+``browsers``, ``virtual_hosts``, ``referrers``, ``referring_sites``, ``remote_user``,
+``geolocation``) are GoAccess's panels per minute: their keys are the per-event columns of
 :mod:`logstream.pipeline.ingest.panels` (a null key: the event is not in the panel, as a
 request without a referrer is in no referrer panel). ``visitors_daily`` is GoAccess's
 ``visitors`` panel: one pane per visitor (client host, day and user agent, as GoAccess
@@ -95,6 +95,7 @@ PANEL_VIEWS = {
     "not_found": "p_not_found",
     "os": "p_os",
     "browsers": "p_browser",
+    "virtual_hosts": "p_vhost",
     "referrers": "p_referrer",
     "referring_sites": "p_site",
     "remote_user": "p_user",

@@ -71,8 +71,8 @@ NoPanelOption = Annotated[
         "--no-panel",
         metavar="PANEL",
         help="Leave out one of GoAccess's panels (repeatable): visitors, static_requests, "
-        "not_found, hosts, os, browsers, referrers, referring_sites, remote_user, geolocation. "
-        "Default: every panel.",
+        "not_found, hosts, os, browsers, virtual_hosts, referrers, referring_sites, "
+        "remote_user, geolocation. Default: every panel.",
         show_default=False,
     ),
 ]
@@ -94,6 +94,15 @@ SiteHostOption = Annotated[
         help="Your own site's host name (www.example.com): its referrals leave the referrer "
         "panels (GoAccess's --hide-referer).",
         show_default=False,
+    ),
+]
+HeavyHittersOption = Annotated[
+    bool,
+    typer.Option(
+        "--heavy-hitters",
+        help="Also rank the top pages, clients and referrers with count-min sketches (bounded "
+        "state: a sketch and 4 × --top candidates a day), each count with its error bound, "
+        "under heavy_hitters in the JSON (docs/report.md). Off by default.",
     ),
 ]
 QuietOption = Annotated[
@@ -121,6 +130,7 @@ def batch(
     no_panel: NoPanelOption = None,
     static_ext: StaticExtOption = None,
     site_host: SiteHostOption = None,
+    heavy_hitters: HeavyHittersOption = False,
     quiet: QuietOption = False,
     master: MasterOption = None,
     conf: ConfOption = None,
@@ -197,11 +207,29 @@ def batch(
             static_extensions=static_ext or [],
             site_host=site_host,
         )
+        if heavy_hitters:
+            report["heavy_hitters"] = _heavy_hitters(parse(lines, fmt), fmt.fields, top)
     checking.shutdown()
     report["general"]["skipped_files"] = skipped
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
     _show_and_write(report, quiet=quiet, json_path=json_path, html_path=html_path)
+
+
+def _heavy_hitters(parsed: Any, fields: tuple[str, ...], top: int) -> dict[str, Any]:
+    """The count-min top ``top`` of the pages, clients and referrers the format has
+    (:func:`logstream.analytics.heavy.heavy_hitters`, day panes), as JSON values."""
+    from dataclasses import asdict
+
+    from logstream.analytics.heavy import heavy_hitters
+    from logstream.parsing import events
+
+    rows = events(parsed)
+    return {
+        column: asdict(heavy_hitters(rows, column, top))
+        for column in ("url_path", "client_host", "referrer")
+        if column in fields
+    }
 
 
 def _show_and_write(

@@ -11,7 +11,7 @@ from logstream.parsing.logformat import JSON_BOOK_KEYS, CompiledFormat, compile_
 __all__ = ["AUTO_CANDIDATES", "detect_format", "resolve_format"]
 
 #: Formats ``auto`` tries, most specific first (JSON lines are recognised before these).
-AUTO_CANDIDATES: tuple[str, ...] = ("combined", "common", "nasa-tsv")
+AUTO_CANDIDATES: tuple[str, ...] = ("vcombined", "combined", "common", "nasa-tsv")
 
 
 def _is_book_json(line: str) -> bool:
@@ -38,8 +38,9 @@ def detect_format(sample: Iterable[str]) -> CompiledFormat:
     -------
     CompiledFormat
         ``json`` when at least 80 % of the sampled lines are JSON objects with the keys of the
-        book's NASA data set; else ``combined`` when 80 % match it, else ``common``, else
-        ``nasa-tsv`` (a header line of the format is left out of the count).
+        book's NASA data set; else ``vcombined`` (Apache's ``vhost_combined``) when 80 %
+        match it, else ``combined``, else ``common``, else ``nasa-tsv`` (a header line of
+        the format is left out of the count).
 
     Raises
     ------

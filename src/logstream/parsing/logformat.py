@@ -23,6 +23,7 @@ directive                      field
 ``%D`` / ``%T``                ``response_time_us`` (microseconds / whole seconds)
 ``%{Referer}i``                ``referrer``
 ``%{User-agent}i``             ``user_agent``
+``%v`` ``%V``                  ``virtual_host`` (the server name)
 any other ``%x`` / ``%{…}x``   matched, not kept
 ``%%`` ``\\t`` ``\\"``         a literal ``%``, tab, quote
 =============================  ======================================================
@@ -76,6 +77,9 @@ __all__ = [
 
 COMMON = '%h %l %u %t "%r" %>s %b'
 COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"'
+#: Apache's ``vhost_combined`` (Debian's ``other_vhosts_access.log``): Combined after the
+#: virtual host and port.
+VHOST_COMBINED = '%v:%p %h %l %u %t "%r" %>s %O "%{Referer}i" "%{User-Agent}i"'
 #: The NASA TSV files: epoch seconds, no protocol, a header line.
 NASA_TSV = "%h\t%l\t%{sec}t\t%m\t%U%q\t%>s\t%b"
 
@@ -84,6 +88,7 @@ NAMED_FORMATS: dict[str, str] = {
     "common": COMMON,
     "clf": COMMON,
     "combined": COMBINED,
+    "vcombined": VHOST_COMBINED,
     "nginx": '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
     '"$http_referer" "$http_user_agent"',
     "nasa-tsv": NASA_TSV,
@@ -109,6 +114,7 @@ JSON_FIELDS: tuple[str, ...] = (
     "referrer",
     "user_agent",
     "response_time_us",
+    "virtual_host",
 )
 
 #: ``--format json``: the keys of the book's NASA JSON data set (Ch. 10), by event field.
@@ -164,6 +170,8 @@ _NGINX_VARS: dict[str, str] = {
     "bytes_sent": "%O",
     "http_referer": "%{Referer}i",
     "http_user_agent": "%{User-agent}i",
+    "host": "%v",
+    "server_name": "%v",
     "request_method": "%m",
     "server_protocol": "%H",
     "request_time": "%{nginx_request_time}x",
@@ -408,6 +416,8 @@ class _Regex:
             keep("referrer", value)
         elif code == "i" and arg and arg.lower() == "user-agent":
             keep("user_agent", value)
+        elif code in "vV":
+            keep("virtual_host", value)
         elif code == "x" and arg == "nginx_request_time":
             keep("response_time_s_frac", r"\d+(?:\.\d+)?")
         else:

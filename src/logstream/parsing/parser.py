@@ -136,6 +136,7 @@ def parse(lines: DataFrame, fmt: CompiledFormat) -> DataFrame:
         field("referrer").alias("referrer"),
         field("user_agent").alias("user_agent"),
         response_time.alias("response_time_us"),
+        field("virtual_host").alias("virtual_host"),
         F.col("source_file"),
         F.col("raw_line"),
         F.col("_matched"),

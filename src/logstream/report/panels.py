@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 #: The event columns the panels read, beyond the report's own.
-PANEL_COLUMNS = ("query_string", "method", "protocol", "referrer", "user")
+PANEL_COLUMNS = ("query_string", "method", "protocol", "referrer", "user", "virtual_host")
 
 #: The rows of :func:`panel_views` each panel is read from.
 _AGENT_VIEW = "p_agent"  # key: user agent ("-" for none), key2: host; for _FROM_AGENTS
@@ -78,6 +78,7 @@ _ITEM_VIEWS = {  # key: the item, at: the visitor (a hash of host, day and user 
     "referrers": "p_referrer",
     "referring_sites": "p_site",
     "remote_user": "p_user",
+    "virtual_hosts": "p_vhost",
 }
 _FROM_AGENTS = ("visitors", "hosts", "os", "browsers", "geolocation")
 #: The per-line columns of :func:`panel_inputs`, read by :func:`panel_views`.
@@ -144,6 +145,7 @@ def panel_views(
         ("referrers", referrer, shown),
         ("referring_sites", site, shown & (site != "")),
         ("remote_user", F.col("user"), F.col("user").isNotNull()),
+        ("virtual_hosts", F.col("virtual_host"), F.col("virtual_host").isNotNull()),
     ):
         if panel in panels:
             out.append(view(_ITEM_VIEWS[panel], key, at=visitor, when=is_event & when))

@@ -14,6 +14,7 @@ view                column           the event's item (null: not in the panel)
 ``not_found``       ``p_not_found``  its request target, when answered 404
 ``os``              ``p_os``         its user agent's OS family (``Unknown`` without one)
 ``browsers``        ``p_browser``    its user agent's browser family (``Unknown`` without)
+``virtual_hosts``   ``p_vhost``      its virtual host (``%v``)
 ``referrers``       ``p_referrer``   its referrer, unless it is your own site
 ``referring_sites`` ``p_site``       the referrer's host, unless it is your own site
 ``remote_user``     ``p_user``       its authenticated user (``%u``)
@@ -57,7 +58,7 @@ __all__ = ["AGENT_PANELS", "PANEL_INPUTS", "panel_columns"]
 AGENT_PANELS = ("os", "browsers")
 
 #: The event columns the panel views read, beyond the analytics' own.
-PANEL_INPUTS = ("referrer", "query_string", "method", "protocol", "user")
+PANEL_INPUTS = ("referrer", "query_string", "method", "protocol", "user", "virtual_host")
 
 
 def panel_columns(
@@ -118,6 +119,7 @@ def panel_columns(
     added["p_referrer"] = F.when(shown, referrer)
     added["p_site"] = F.when(shown & (site != ""), site)
     added["p_user"] = F.col("user")
+    added["p_vhost"] = F.col("virtual_host")
     added["p_visitor"] = F.when(status.between(400, 499), F.lit("")).otherwise(
         F.concat_ws("\n", F.col("client_host"), F.coalesce(F.col("user_agent"), F.lit("-")))
     )

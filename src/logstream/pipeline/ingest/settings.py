@@ -75,6 +75,7 @@ _PANEL_FIELDS = {
     "referrers": "referrer",
     "referring_sites": "referrer",
     "remote_user": "user",
+    "virtual_hosts": "virtual_host",
 }
 
 
