@@ -1,4 +1,5 @@
-"""Count-min heavy hitters against the exact top 10, on the 31-day NASA input.
+"""Count-min heavy hitters against the exact top 10, and Bloom-filter returning visitors
+against the exact count, on the 31-day NASA input.
 
 The 31 days (``bench/build_july.py``: the real 1995-07-09 day replicated across July,
 1,093,432 lines) are parsed once and cached; then, for the pages (``url_path``) and the
@@ -12,6 +13,11 @@ clients (``client_host``):
 For each: the wall time, the keys held (exact: every distinct key; sketch: the candidates),
 whether the two top 10s are the same keys in the same order, the largest overcount
 (estimate − exact) of the sketch's top 10 and the stated bound ``eps × N``.
+
+Then each UTC day's returning visitors (host and user agent seen on an earlier day): exact
+(every visitor's first day) against :func:`logstream.analytics.returning.returning_visitors`
+(one Bloom filter a day, sized for 100,000 visitors at 1 %): the wall times and the visitors
+the filters took for returning in excess of the exact count.
 
 Usage::
 
@@ -63,6 +69,47 @@ def compare(events, column: str) -> dict:
     }
 
 
+def compare_returning(events) -> dict:
+    """Each day's returning visitors: the exact count (every visitor's first day) against the
+    Bloom filters of :func:`logstream.analytics.returning.returning_visitors`."""
+    from pyspark.sql import functions as F
+
+    from logstream.analytics.returning import returning_visitors
+
+    start = time.monotonic()
+    visitor = F.xxhash64("client_host", F.coalesce("user_agent", F.lit("-"))).alias("v")
+    days = events.select(F.date_format("event_time", "yyyy-MM-dd").alias("day"), visitor)
+    days = days.distinct()
+    first = days.groupBy("v").agg(F.min("day").alias("first"))
+    exact = {
+        r["day"]: (r["visitors"], r["returning"])
+        for r in days.join(first, "v")
+        .groupBy("day")
+        .agg(
+            F.count("*").alias("visitors"),
+            F.count_if(F.col("first") < F.col("day")).alias("returning"),
+        )
+        .collect()
+    }
+    exact_s = time.monotonic() - start
+    start = time.monotonic()
+    found = returning_visitors(events, expected=100_000, fpp=0.01)
+    bloom_s = time.monotonic() - start
+    excess = [d.returning - exact[d.day][1] for d in found]
+    return {
+        "exact_s": round(exact_s, 2),
+        "bloom_s": round(bloom_s, 2),
+        "expected": 100_000,
+        "fpp": 0.01,
+        "days": len(found),
+        "visitors": sum(d.visitors for d in found),
+        "exact_returning": sum(v[1] for v in exact.values()),
+        "exact_new": sum(v[0] - v[1] for v in exact.values()),
+        "bloom_excess": sum(excess),
+        "no_false_negative": all(e >= 0 for e in excess),
+    }
+
+
 def main() -> None:
     parser = harness.parser(__doc__, "sketches", days=True)
     args = parser.parse_args()
@@ -75,7 +122,8 @@ def main() -> None:
     files = harness.july_files(args.days)
     spark = get_spark(SparkSettings(master="local[2]"))
     parsed = parse(read_lines(spark, [str(f) for f in files]), resolve_format("common"))
-    events = to_events(parsed).select("event_time", "url_path", "client_host").cache()
+    events = to_events(parsed).select("event_time", "url_path", "client_host", "user_agent")
+    events = events.cache()
     lines = events.count()
     result = {
         "input": f"{args.days} NASA days (1995-07-09 replicated), {lines:,} events",
@@ -85,6 +133,7 @@ def main() -> None:
         "candidates_per_pane": 40,
         "url_path": compare(events, "url_path"),
         "client_host": compare(events, "client_host"),
+        "returning_visitors": compare_returning(events),
         "machine": harness.machine(),
     }
     harness.write_result(result, args.out)

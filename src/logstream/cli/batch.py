@@ -105,6 +105,15 @@ HeavyHittersOption = Annotated[
         "under heavy_hitters in the JSON (docs/report.md). Off by default.",
     ),
 ]
+ReturningOption = Annotated[
+    bool,
+    typer.Option(
+        "--returning-visitors",
+        help="Also count each day's new and returning visitors with Bloom filters (bounded "
+        "state: one filter a day, no false negative), under returning_visitors in the JSON "
+        "(docs/report.md). Off by default.",
+    ),
+]
 QuietOption = Annotated[
     bool,
     typer.Option(
@@ -131,6 +140,7 @@ def batch(
     static_ext: StaticExtOption = None,
     site_host: SiteHostOption = None,
     heavy_hitters: HeavyHittersOption = False,
+    returning: ReturningOption = False,
     quiet: QuietOption = False,
     master: MasterOption = None,
     conf: ConfOption = None,
@@ -209,6 +219,14 @@ def batch(
         )
         if heavy_hitters:
             report["heavy_hitters"] = _heavy_hitters(parse(lines, fmt), fmt.fields, top)
+        if returning:
+            from dataclasses import asdict
+
+            from logstream.analytics.returning import returning_visitors
+            from logstream.parsing import events
+
+            days = returning_visitors(events(parse(lines, fmt)))
+            report["returning_visitors"] = [asdict(d) for d in days]
     checking.shutdown()
     report["general"]["skipped_files"] = skipped
     if drop_duplicates:
