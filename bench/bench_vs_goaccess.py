@@ -16,6 +16,8 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    ``backfill_no_reference``: the same with the outputs of before reference data (no
    ``traffic_by_section``, ``traffic_by_agent``): the cost of those default views is its
    difference with ``backfill_full``;
+   ``backfill_no_panels``: every default output but ``traffic_by_panel`` (GoAccess's panels
+   in the stream): their cost is its difference with ``backfill_full``;
    ``backfill_reference``: ``backfill_full`` plus ``--reference`` sections and networks tables
    (``examples/reference/``): every reference join and all three reference outputs;
    ``backfill_bots``: ``backfill_full`` plus ``--bot-model`` (a bot model trained before the
@@ -77,6 +79,7 @@ from logstream.report.panels import PANELS
 
 #: The outputs of the pipeline before reference data.
 NO_REFERENCE = "traffic_per_minute,trending_pages,unique_visitors,sessions,top_clients,alerts"
+NO_PANELS = f"{NO_REFERENCE},traffic_by_section,traffic_by_agent"
 EXAMPLES = harness.REPO / "examples" / "reference"
 REFERENCE_ARGS = (
     "--reference",
@@ -91,6 +94,7 @@ ROWS = (
     "backfill_full",
     "backfill_ingest",
     "backfill_no_reference",
+    "backfill_no_panels",
     "backfill_reference",
     "backfill_bots",
     "backfill_json",
@@ -332,6 +336,7 @@ def time_rows(files: list[Path], rows: list[str], per: int, bot_model: Path | No
         "backfill_full": ("all",),
         "backfill_ingest": ("none",),
         "backfill_no_reference": (NO_REFERENCE,),
+        "backfill_no_panels": (NO_PANELS,),
         "backfill_reference": ("all", *REFERENCE_ARGS),
         "backfill_json": ("all", "--output-format", "json"),
     }
