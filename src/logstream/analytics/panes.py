@@ -199,6 +199,7 @@ def fold_panes(
     events: DataFrame | None,
     spec: PaneSpec,
     single_partition: bool = False,
+    sketch_events: DataFrame | None = None,
 ) -> DataFrame:
     """Fold a micro-batch's events into the open panes, every view at once, with one
     aggregation (one shuffle).
@@ -220,6 +221,12 @@ def fold_panes(
         exchange): for a small micro-batch, whose time is the fixed cost of its stages, not
         work (see :class:`logstream.pipeline.ingest.AnalyticsSettings`). The result is the
         same, in one partition.
+    sketch_events : DataFrame, optional
+        The events the sketch views read (default ``events``): the same events before the
+        joins that add the dimension and panel keys, which the sketches do not read. Spark
+        keeps a left join whose columns are not read, so the sketch aggregation would
+        compute those joins a second time (on the 31-day input in one micro-batch: the
+        distinct hosts and their GeoIP lookup twice).
 
     Returns
     -------
@@ -269,7 +276,8 @@ def fold_panes(
             rows = _event_rows(events, spec, counted_views)
             counted = rows if counted is None else counted.unionByName(rows)
         for view in (v for v in views if v in SKETCH_VIEWS):
-            panes = _sketch_panes(events, view, spec.length_ms(view))
+            source = events if sketch_events is None else sketch_events
+            panes = _sketch_panes(source, view, spec.length_ms(view))
             sketched = panes if sketched is None else sketched.unionByName(panes)
     return _aggregate(counted, sketched, single_partition)
 

@@ -105,7 +105,7 @@ def fold_batch(
             s.site_host,
             stage.single_partition,
         )
-    merged = fold_panes(open_panes, events, spec, stage.single_partition)
+    merged = fold_panes(open_panes, events, spec, stage.single_partition, sketch_events=on_time)
     merged = merged.persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(merged)
     windows = None
