@@ -79,6 +79,7 @@ __all__ = [
     "PANE_VIEWS",
     "SKETCH_VIEWS",
     "PaneSpec",
+    "day_sums",
     "dimension_windows",
     "fold_panes",
     "gathered",
@@ -547,14 +548,26 @@ def panel_windows(panes: DataFrame) -> DataFrame:
         ``status_5xx``, ``errors`` (bigint), ``visitors`` (bigint: the day's unique visitors,
         exact; null for the other panels).
     """
-    items, day_sums, day_row = _panel_columns()
+    items, sums, day_row = _panel_columns()
     per_day = (
         panes.where(F.col("view") == DAILY_VIEW)
         .groupBy("start_ms", "end_ms")
-        .agg(*day_sums)
+        .agg(*sums)
         .select(*day_row)
     )
     return panes.where(F.col("view").isin(*PANEL_VIEWS)).select(*items).unionByName(per_day)
+
+
+@functools.cache
+def day_sums() -> tuple[tuple[Column, ...], Column]:
+    """The aggregates that sum a day's :data:`DAILY_VIEW` panes, grouped by ``start_ms``: the
+    traffic measures of ``traffic_by_panel`` and ``visitors`` (the panes but the key ``""``,
+    which holds the day's 4xx requests: no visitor); and the day's key (``yyyy-MM-dd``)."""
+    sums = (
+        *(F.sum(m).cast("bigint").alias(m) for m in _PANEL_MEASURES),
+        F.count_if(F.col("key") != "").cast("bigint").alias("visitors"),
+    )
+    return sums, F.date_format(F.timestamp_millis("start_ms"), "yyyy-MM-dd")
 
 
 @functools.cache
@@ -571,10 +584,7 @@ def _panel_columns() -> tuple:
         *(F.col(m) for m in _PANEL_MEASURES),
         F.lit(None).cast("bigint").alias("visitors"),
     )
-    sums = [F.sum(m).cast("bigint").alias(m) for m in _PANEL_MEASURES]
-    # the key "" holds the day's 4xx requests, which make no visitor
-    visitors = F.count_if(F.col("key") != "").cast("bigint").alias("visitors")
-    day = F.date_format(F.timestamp_millis("start_ms"), "yyyy-MM-dd")
+    sums, day = day_sums()
     day_row = (
         F.lit("visitors").alias("panel"),
         day.alias("key"),
@@ -582,7 +592,7 @@ def _panel_columns() -> tuple:
         *(F.col(m) for m in _PANEL_MEASURES),
         F.col("visitors"),
     )
-    return items, (*sums, visitors), day_row
+    return items, sums, day_row
 
 
 def sliding_windows(panes: DataFrame, view: str, window_ms: int, slide_ms: int) -> DataFrame:

@@ -4,11 +4,11 @@ One aggregation folds the batch's on-time events into the open panes of snapshot
 every view at once (:func:`~logstream.analytics.panes.fold_panes`: sums with one shuffle,
 and a small HLL aggregation for the visitors). The dimension views read the columns the
 reference tables add (broadcast joins before the aggregation, by the tables' versions of the
-batch). GoAccess's panel views read the columns :mod:`.panels` adds (the distinct user agents and
-hosts classified once). The trending pages' sliding windows are summed from the folded
-1-minute panes. The
-panes and windows the new watermark made final are marked for step 7, and the ones the batch
-changed go to the live views of step 6 (:mod:`logstream.pipeline.ingest.live`).
+batch). GoAccess's panel views read the columns :mod:`.panels` adds (the distinct user
+agents and hosts classified once). The trending pages' sliding windows are summed from the
+folded 1-minute panes. The panes and windows the new watermark made final are marked for
+step 7, and the ones the batch changed go to the live views of step 6
+(:mod:`logstream.pipeline.ingest.live`).
 """
 
 from __future__ import annotations

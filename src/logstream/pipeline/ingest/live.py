@@ -21,7 +21,13 @@ from pyspark.sql import functions as F
 
 from logstream import analytics
 from logstream.analytics.bounds import above
-from logstream.analytics.panes import DAILY_VIEW, DIMENSION_VIEWS, PANEL_VIEWS, gathered
+from logstream.analytics.panes import (
+    DAILY_VIEW,
+    DIMENSION_VIEWS,
+    PANEL_VIEWS,
+    day_sums,
+    gathered,
+)
 from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, INGEST_QUERY, iso_ms_col
 from logstream.serving import IngestBatchWrite
 
@@ -152,19 +158,16 @@ def _build_live_columns(stage: StageContext, horizon_ms: int) -> tuple:
 
 
 def _daily_columns(complete: Column, measures: tuple[str, ...]) -> tuple:
-    """The daily visitors' condition, aggregates and row for :func:`live_views`: a day's
-    visitors are its panes but the key ``""`` (its 4xx requests: no visitor)."""
-    sums = (
-        *(F.sum(m).cast("bigint").alias(m) for m in measures),
-        F.count_if(F.col("key") != "").cast("bigint").alias("v"),
-        F.max("touched").alias("touched"),
-    )
+    """The daily visitors' condition, aggregates and row for :func:`live_views`
+    (:func:`~logstream.analytics.panes.day_sums`, and whether the batch touched the day)."""
+    sums, day = day_sums()
     day_row = (
         F.lit(DAILY_VIEW).alias("view"),
-        F.date_format(F.timestamp_millis("start_ms"), "yyyy-MM-dd").alias("key"),
+        day.alias("key"),
         iso_ms_col("start_ms").alias("ws"),
         iso_ms_col("end_ms").alias("we"),
         *(F.col(m) for m in measures),
-        F.col("v"),
+        F.col("visitors").alias("v"),
     )
-    return (F.col("view") == DAILY_VIEW) & complete, sums, day_row
+    touched = F.max("touched").alias("touched")
+    return (F.col("view") == DAILY_VIEW) & complete, (*sums, touched), day_row

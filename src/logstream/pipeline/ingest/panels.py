@@ -33,6 +33,7 @@ partition by a join inside the aggregation's own stage (a broadcast is a Spark j
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping
 
 from pyspark.sql import Column, DataFrame
@@ -106,28 +107,37 @@ def panel_columns(
     if "geolocation" in wanted:
         df, country = _countries(df, single_partition)
         added["p_country"] = F.coalesce(country, F.lit(UNKNOWN_COUNTRY))
+    added.update(_item_columns(tuple(wanted), tuple(static_extensions), site_host))
+    return df.select(*(F.col(c) for c in events.columns), *(c.alias(n) for n, c in added.items()))
+
+
+@functools.cache
+def _item_columns(
+    wanted: tuple[str, ...], static_extensions: tuple[str, ...], site_host: str | None
+) -> dict[str, Column]:
+    """The ``p_*`` columns of the views in ``wanted`` that need no join, by name. Built once
+    and kept (a Column costs Py4J round trips to build: the same for every micro-batch)."""
     status = F.col("status")
     target, _ = request_target(
         F.col("url_path"), F.col("query_string"), F.col("method"), F.col("protocol")
     )
     is_404 = status == 404
-    added["p_static"] = F.when(~is_404 & is_static_target(target, static_extensions), target)
-    added["p_not_found"] = F.when(is_404, target)
     referrer = F.col("referrer")
     site = referring_site(referrer)
     shown = shown_referrer(referrer, site, site_host)
-    added["p_referrer"] = F.when(shown, referrer)
-    added["p_site"] = F.when(shown & (site != ""), site)
-    added["p_user"] = F.col("user")
-    added["p_vhost"] = F.col("virtual_host")
-    added["p_visitor"] = F.when(status.between(400, 499), F.lit("")).otherwise(
-        F.concat_ws("\n", F.col("client_host"), F.coalesce(F.col("user_agent"), F.lit("-")))
-    )
-    keep = {PANEL_VIEWS[v] if v in PANEL_VIEWS else "p_visitor" for v in wanted}
-    return df.select(
-        *(F.col(c) for c in events.columns),
-        *(column.alias(name) for name, column in added.items() if name in keep),
-    )
+    visitor = F.concat_ws("\n", F.col("client_host"), F.coalesce(F.col("user_agent"), F.lit("-")))
+    build = {
+        "static_requests": lambda: F.when(
+            ~is_404 & is_static_target(target, static_extensions), target
+        ),
+        "not_found": lambda: F.when(is_404, target),
+        "referrers": lambda: F.when(shown, referrer),
+        "referring_sites": lambda: F.when(shown & (site != ""), site),
+        "remote_user": lambda: F.col("user"),
+        "virtual_hosts": lambda: F.col("virtual_host"),
+        DAILY_VIEW: lambda: F.when(status.between(400, 499), F.lit("")).otherwise(visitor),
+    }
+    return {PANEL_VIEWS.get(view, "p_visitor"): build[view]() for view in wanted if view in build}
 
 
 def _agent_families(
