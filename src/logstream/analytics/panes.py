@@ -276,8 +276,8 @@ def fold_panes(
         if counted_views:
             rows = _event_rows(events, spec, counted_views)
             counted = rows if counted is None else counted.unionByName(rows)
+        source = events if sketch_events is None else sketch_events
         for view in (v for v in views if v in SKETCH_VIEWS):
-            source = events if sketch_events is None else sketch_events
             panes = _sketch_panes(source, view, spec.length_ms(view))
             sketched = panes if sketched is None else sketched.unionByName(panes)
     return _aggregate(counted, sketched, single_partition)

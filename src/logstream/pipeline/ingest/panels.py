@@ -126,18 +126,16 @@ def _item_columns(
     site = referring_site(referrer)
     shown = shown_referrer(referrer, site, site_host)
     visitor = F.concat_ws("\n", F.col("client_host"), F.coalesce(F.col("user_agent"), F.lit("-")))
-    build = {
-        "static_requests": lambda: F.when(
-            ~is_404 & is_static_target(target, static_extensions), target
-        ),
-        "not_found": lambda: F.when(is_404, target),
-        "referrers": lambda: F.when(shown, referrer),
-        "referring_sites": lambda: F.when(shown & (site != ""), site),
-        "remote_user": lambda: F.col("user"),
-        "virtual_hosts": lambda: F.col("virtual_host"),
-        DAILY_VIEW: lambda: F.when(status.between(400, 499), F.lit("")).otherwise(visitor),
+    columns = {
+        "static_requests": F.when(~is_404 & is_static_target(target, static_extensions), target),
+        "not_found": F.when(is_404, target),
+        "referrers": F.when(shown, referrer),
+        "referring_sites": F.when(shown & (site != ""), site),
+        "remote_user": F.col("user"),
+        "virtual_hosts": F.col("virtual_host"),
+        DAILY_VIEW: F.when(status.between(400, 499), F.lit("")).otherwise(visitor),
     }
-    return {PANEL_VIEWS.get(view, "p_visitor"): build[view]() for view in wanted if view in build}
+    return {PANEL_VIEWS.get(view, "p_visitor"): columns[view] for view in wanted if view in columns}
 
 
 def _agent_families(
