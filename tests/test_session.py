@@ -81,3 +81,22 @@ def test_a_local_checkpoint_renames_with_the_file_system_api(spark, tmp_path):
     ]
     commits = sorted(p.name for p in (checkpoint / "commits").iterdir())
     assert [c for c in commits if not c.startswith(".")] == ["0", "1"]  # and .crc files
+
+
+def test_lower_case_is_the_jvms_and_equals_pythons_on_the_logs_extensions(spark, nasa_day):
+    """``lower()`` uses the JVM's case mapping, not ICU's (whose first use in a JVM builds
+    its break iterators, a cold ``logstream run``'s work): the same lower case as Python's for
+    the extensions of the real NASA day and for accented Latin text."""
+    assert spark.conf.get("spark.sql.icu.caseMappings.enabled") == "false"
+    extensions = (
+        spark.read.text(str(nasa_day))
+        .select(F.regexp_extract("value", r'"[A-Z]+ [^ ?"]*\.(\w+)[ ?"]', 1).alias("ext"))
+        .where(F.col("ext") != "")
+        .distinct()
+        .select("ext", F.lower("ext").alias("lower"))
+        .collect()
+    )
+    assert {"GIF", "gif", "HTML", "html"} <= {r.ext for r in extensions}
+    assert all(r.lower == r.ext.lower() for r in extensions)
+    text = "Ünïcödé FILE.JPG Ärger Ñandú"
+    assert spark.range(1).select(F.lower(F.lit(text))).first()[0] == text.lower()
