@@ -19,7 +19,6 @@ One run, this machine (2 cores); the target is first data ≤ 15 s and micro-bat
 
 from __future__ import annotations
 
-import re
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import harness
 
 STORE = harness.REPO / "out" / "demo" / "logstream.db"
-BATCH_LINE = re.compile(r"ingest batch (\d+): ([\d,]+) rows.*?([\d,]+) ms;")
 
 
 def run(seconds: int) -> dict:
@@ -58,7 +56,7 @@ def run(seconds: int) -> dict:
     reader.join(timeout=10)
     batches = [
         (int(m[1]), int(m[2].replace(",", "")), int(m[3].replace(",", "")) / 1000)
-        for m in map(BATCH_LINE.search, lines)
+        for m in map(harness.BATCH_LINE.search, lines)
         if m
     ]
     later = [d for _, rows, d in batches[1:] if rows]

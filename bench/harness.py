@@ -33,6 +33,7 @@ import http.server
 import json
 import os
 import platform
+import re
 import shutil
 import sqlite3
 import statistics
@@ -61,6 +62,9 @@ NASA_DAY_LINES = 35_272
 JULY_DIR = REPO / "bench" / "data" / "nasa-july"
 #: ``logstream`` as a subprocess of this interpreter.
 LOGSTREAM = [sys.executable, "-m", "logstream"]
+#: A ``logstream run`` progress line of the ``ingest`` query: its micro-batch id, rows and
+#: duration in milliseconds (``ingest batch N: R rows, … , D ms;``).
+BATCH_LINE = re.compile(r"ingest batch (\d+): ([\d,]+) rows.*?([\d,]+) ms;")
 #: Common Log Format month names (English, whatever the locale).
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 

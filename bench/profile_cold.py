@@ -74,7 +74,6 @@ ACTIVITIES: tuple[tuple[str, str], ...] = (
     ("py4j", "py4j"),
     ("scheduler", "org/apache/spark/scheduler"),
 )
-BATCH_LINE = re.compile(r"ingest batch 0: .*?([\d,]+) ms;")
 
 
 def jfr_tool() -> Path:
@@ -107,8 +106,10 @@ def thread_kind(name: str) -> str:
 def read_recording(recording: Path) -> dict[str, Any]:
     """The samples by activity and thread, the JIT's and the class loader's totals."""
 
+    jfr = str(jfr_tool())
+
     def jfr_print(*options: str) -> str:
-        argv = [str(jfr_tool()), "print", *options, str(recording)]
+        argv = [jfr, "print", *options, str(recording)]
         return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
     printed = jfr_print("--json", "--stack-depth", "200", "--events", "jdk.ExecutionSample")
@@ -166,12 +167,12 @@ def profile(command: str, lines: int, conf: list[str]) -> dict[str, Any]:
         wall = time.perf_counter() - t0
         if done.returncode != 0:
             raise SystemExit(done.stderr[-3000:])
-        batch = BATCH_LINE.search(done.stdout + done.stderr)
+        batch = harness.BATCH_LINE.search(done.stdout + done.stderr)  # its only micro-batch
         return {
             "input": what,
             "conf": conf,
             "wall_s": round(wall, 2),
-            **({"first_batch_ms": int(batch[1].replace(",", ""))} if batch else {}),
+            **({"first_batch_ms": int(batch[3].replace(",", ""))} if batch else {}),
             **read_recording(recording),
             "machine": harness.machine(),
         }

@@ -156,9 +156,9 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(OBJECT_AGG_KEYS),
         # lower() by the JVM's case mapping (Spark 3's), not ICU's (Spark 4's default):
         # logstream lowercases a file extension on every line, and ICU's first use in a JVM
-        # builds its break iterators: 105 of 1,238 CPU samples of a cold 3,000-line
-        # `logstream run` (Java Flight Recorder, docs/performance.md); the same lower case for
-        # every ASCII text
+        # builds its break iterators: 77 of 631 CPU samples of a cold 3,000-line `logstream
+        # run`, 1 of 506 without (bench/profile_cold.py, docs/performance.md); the same lower
+        # case for every ASCII text
         "spark.sql.icu.caseMappings.enabled": "false",
         # a truncated .gz keeps the lines read before the error instead of failing the job;
         # logstream finds such files itself and quarantines them (logstream.sources.integrity)
