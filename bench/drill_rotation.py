@@ -76,6 +76,9 @@ class RotationResult:
     rate: float
     kill_moments_s: list[float] = field(default_factory=list)
     copy_sizes: list[int] = field(default_factory=list)
+    #: Rotations whose new ``access.log.1`` got the inode of the one it replaced (deleted
+    #: when compressed): the source sees that file rewritten in place, a truncation.
+    reused_inodes: int = 0
     events: int = 0
     late_events: int = 0
     quarantined: int = 0
@@ -203,15 +206,17 @@ def written(work: Path) -> int:
 # --------------------------------------------------------------------------- the pipeline
 
 
-def command(root: Path, trigger: str) -> list[str]:
-    """``logstream run`` following ``root/logs/access.log*``, its state under ``root``."""
+def command(root: Path, trigger: str, queries: str = "all") -> list[str]:
+    """``logstream run`` following ``root/logs/access.log*``, its state under ``root``,
+    computing ``queries`` (``--queries``)."""
     follow = ("--follow", str(root / "logs" / "access.log*"))
-    return harness.run_argv(root, *follow, "--trigger", trigger, "--no-dashboard")
+    options = ("--trigger", trigger, "--queries", queries, "--no-dashboard")
+    return harness.run_argv(root, *follow, *options)
 
 
-def _start(root: Path) -> subprocess.Popen:
+def _start(root: Path, queries: str) -> subprocess.Popen:
     return subprocess.Popen(
-        command(root, "1 second"),
+        command(root, "1 second", queries),
         env=harness.bench_env(),
         stdout=subprocess.DEVNULL,
         stderr=(root / "pipeline.log").open("ab"),
@@ -280,6 +285,13 @@ def read_to_end(work: Path, path: Path) -> bool:
     return bool(done) and done[0] >= target
 
 
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
 def wait_for(condition: Any, what: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -300,6 +312,7 @@ def drill(
     kills: int = 1,
     seed: int = 5,
     work: Path | None = None,
+    queries: str = "all",
 ) -> RotationResult:
     """Run the drill in one mode (see the module docstring) and return what it found.
 
@@ -320,6 +333,10 @@ def drill(
         Seed of the kill moments and of the lines written in two parts.
     work : Path, optional
         Working directory (a temporary one by default).
+    queries : str
+        The pipeline's ``--queries``: ``"all"`` (every default output), or ``"none"`` for
+        the source's accounting alone (events, late events, quarantine and the store's
+        ledger and counters), as the suite's short form runs it.
 
     Raises
     ------
@@ -340,7 +357,7 @@ def drill(
     db = work / "out" / "logstream.db"
     ledger = work / "ledger.json"
     t0 = time.monotonic()
-    proc = _start(work)
+    proc = _start(work, queries)
     wait_for(lambda: proc.poll() is None and db.exists(), "the pipeline's store", 180)
     writer = subprocess.Popen(
         [
@@ -372,14 +389,17 @@ def drill(
                 kill_at.pop(0)
                 _kill(proc)
                 result.kill_moments_s.append(round(time.monotonic() - t0, 2))
-                proc = _start(work)
+                proc = _start(work, queries)
             elif marks and (written(work) >= marks[0] or writer.poll() == 0):
                 # the previous rotation, compressed by this one, was read to its end
                 wait_for(lambda: read_to_end(work, logs / "access.log.1"),
                          "access.log.1 read to its end", 600)  # fmt: skip
+                before = _inode(logs / "access.log.1")
                 rotate(work, conf)
                 if mode == "copytruncate":
                     result.copy_sizes.append((logs / "access.log.1").stat().st_size)
+                if before is not None and before == _inode(logs / "access.log.1"):
+                    result.reused_inodes += 1
                 marks.pop(0)
             else:
                 time.sleep(0.05)

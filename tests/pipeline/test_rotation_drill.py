@@ -34,7 +34,15 @@ def test_every_line_is_accounted_for_under_logrotate(spark, tmp_path, monkeypatc
     monkeypatch.setenv("LOGSTREAM_DATA_DIR", str(DATA_DIR))
     drill = load_drill()
     result = drill.drill(
-        spark, mode, lines=4000, rate=800.0, rotations=3, kills=1, seed=7, work=tmp_path
+        spark,
+        mode,
+        lines=4000,
+        rate=800.0,
+        rotations=3,
+        kills=1,
+        seed=7,
+        work=tmp_path,
+        queries="none",
     )
     assert result.kill_moments_s, result
     assert result.counted_twice == 0, result
@@ -44,8 +52,11 @@ def test_every_line_is_accounted_for_under_logrotate(spark, tmp_path, monkeypatc
     else:
         assert len(result.copy_sizes) == 3, result
         # each copytruncate of a file the pipeline had read from is one truncation (a last
-        # rotation after the writer stopped may copy an empty file)
-        assert 1 <= result.reported_truncations <= sum(size > 0 for size in result.copy_sizes)
+        # rotation after the writer stopped may copy an empty file); so is an access.log.1
+        # whose inode the next copy reused (the old one deleted when compressed): a file
+        # rewritten in place under its name
+        copies = sum(size > 0 for size in result.copy_sizes)
+        assert 1 <= result.reported_truncations <= copies + result.reused_inodes, result
         # only what logrotate itself lost between its copy and its truncation is missing
         assert result.missing_not_lost_by_logrotate == 0, result
         assert result.missing <= result.lost_by_logrotate, result
