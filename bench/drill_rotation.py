@@ -34,9 +34,10 @@ Usage::
 
     python bench/drill_rotation.py                 # both modes, 150,000 lines at 500 lines/s
     python bench/drill_rotation.py --mode copytruncate --lines 20000 --rate 1000
+    python bench/drill_rotation.py --queries none  # the source's accounting alone, ingest only
 
 Results in ``bench/results/drill-rotation.json``. ``tests/pipeline/test_rotation_drill.py``
-runs a short form of both modes in the suite.
+runs a short form of both modes in the suite (4,000 lines, three rotations, ``--queries none``).
 """
 
 from __future__ import annotations
@@ -522,12 +523,16 @@ def main() -> int:
     parser.add_argument("--rotations", type=int, default=6)
     parser.add_argument("--kills", type=int, default=1)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--queries", default="all", help="the pipeline's --queries")
     args = parser.parse_args()
     spark = harness.spark_session(master="local[2]", app_name="drill-rot")
     report: dict[str, Any] = {"machine": harness.machine()}
     ok = True
     for mode in MODES if args.mode == "both" else (args.mode,):
-        result = drill(spark, mode, args.lines, args.rate, args.rotations, args.kills, args.seed)
+        result = drill(
+            spark, mode, args.lines, args.rate, args.rotations, args.kills, args.seed,
+            queries=args.queries,
+        )  # fmt: skip
         report[mode] = {**asdict(result), "exact": result.exact}
         ok = ok and result.exact
         print(json.dumps(report[mode], indent=2), flush=True)
