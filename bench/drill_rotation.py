@@ -42,7 +42,6 @@ runs a short form of both modes in the suite (4,000 lines, three rotations, ``--
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -259,31 +258,11 @@ def rotate(work: Path, conf: Path) -> None:
 
 
 def read_to_end(work: Path, path: Path) -> bool:
-    """Whether the pipeline's last committed micro-batch read ``path`` to its last line (by
-    inode and fingerprint, from the checkpoint's offset log); True when there is no such file
-    or it holds no whole line."""
-    try:
-        st = path.stat()
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return True
-    target = data.rfind(b"\n") + 1
-    if target == 0:  # no whole line: nothing to read (an empty file is not followed yet)
-        return True
-    checkpoint = work / "state" / "ingest"
-    commits = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
-    if not commits:
-        return False
-    offset = json.loads((checkpoint / "offsets" / str(max(commits))).read_text().splitlines()[2])
-    # by inode and fingerprint: logrotate's next copy often gets a deleted copy's inode
-    done = [
-        f["offset"]
-        for f in offset["files"]
-        if f["ino"] == st.st_ino
-        and f.get("fplen")
-        and hashlib.blake2b(data[: f["fplen"]], digest_size=8).hexdigest() == f["fp"]
-    ]
-    return bool(done) and done[0] >= target
+    """Whether the pipeline's last committed micro-batch read ``path`` to its last line
+    (:func:`logstream.sources.follow.read_to_end` on its checkpoint)."""
+    from logstream.sources.follow import read_to_end as committed_to_end
+
+    return committed_to_end(work / "state" / "ingest", path)
 
 
 def _inode(path: Path) -> int | None:

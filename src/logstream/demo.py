@@ -30,7 +30,7 @@ from typing import Any
 from rich.console import Console
 
 from logstream.data import DATASETS, DataFetchError, fetch, find_logs
-from logstream.pipeline import Pipeline, PipelineConfig
+from logstream.pipeline import INGEST_QUERY, Pipeline, PipelineConfig
 from logstream.pipeline.run import detect_file_format
 from logstream.replay import (
     Record,
@@ -39,6 +39,7 @@ from logstream.replay import (
     RotatingFileSink,
     iter_file_records,
 )
+from logstream.sources.follow import read_to_end
 
 __all__ = ["DemoSettings", "DemoSource", "choose_source", "run_demo"]
 
@@ -173,9 +174,20 @@ def run_demo(
         on_start(pipeline)
     pipeline.store.set_state({"source_label": source.label, "synthetic": str(source.synthetic)})
     replay_stop = threading.Event()
+
+    def before_compress(rotated: Path) -> None:
+        # logrotate deletes access.log.1 when it compresses it at the next rotation: on a slow
+        # machine the first micro-batch (the JVM's warm-up) can outlast a rotation period, so
+        # the replay waits until the pipeline has read the file to its end
+        checkpoint = cfg.state_dir / INGEST_QUERY
+        while not replay_stop.is_set() and not read_to_end(checkpoint, rotated):
+            replay_stop.wait(0.2)
+
     replayer = Replayer(
         source.records,
-        RotatingFileSink(access_log, rotate_every_s=settings.rotate_every_s),
+        RotatingFileSink(
+            access_log, rotate_every_s=settings.rotate_every_s, before_compress=before_compress
+        ),
         ReplayOptions(speedup=settings.speedup, loop=not source.synthetic),
         stop_event=replay_stop,
     )

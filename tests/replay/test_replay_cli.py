@@ -96,6 +96,22 @@ def test_rotation_keeps_the_newest_rotations_only(tmp_path):
     assert sink.info() == {"path": str(tmp_path / "a.log"), "lines": 5, "rotations": 4}
 
 
+def test_rotation_asks_before_compressing_the_previous_file(tmp_path):
+    """The demo's hook: called with ``NAME.1`` before it is compressed and deleted, while it
+    still holds its lines; never at the first rotation (no ``NAME.1`` yet)."""
+    seen = []
+    sink = RotatingFileSink(
+        tmp_path / "a.log",
+        rotate_every_s=60,
+        before_compress=lambda path: seen.append((path.name, path.read_text())),
+    )
+    for minute in range(3):
+        sink.write_at(f"line {minute}", minute * 60.0 + 1)
+    sink.close()
+    assert seen == [("a.log.1", "line 0\n")]
+    assert gzip.decompress((tmp_path / "a.log.2.gz").read_bytes()) == b"line 0\n"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -26,6 +26,7 @@ from logstream.sources.follow import (
     initial_offset,
     plan_ranges,
     read_range,
+    read_to_end,
     rotation_warnings,
     scan,
     snapshot,
@@ -137,6 +138,40 @@ def test_rename_rotation_finishes_old_file_then_reads_new_one(tmp_path):
         (tmp_path / "access.log").as_uri(),
     }
     assert values(read_between(initial_offset(), first)) == ["old 0", "old 1", "old 2"]
+
+
+def commit(checkpoint: Path, batch: int, offset: dict) -> None:
+    """Write micro-batch ``batch``'s offset log entry and its commit, as Spark lays them out
+    (a version line, the batch's metadata, then the single source's offset)."""
+    for sub in ("offsets", "commits"):
+        (checkpoint / sub).mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / str(batch)).write_text(f"v1\n{{}}\n{json.dumps(offset)}")
+    (checkpoint / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def test_read_to_end_follows_the_last_committed_offset_by_identity(tmp_path):
+    """The demo's writer asks it before deleting a rotated file: read to its last line by the
+    last committed micro-batch, by inode and fingerprint."""
+    log, checkpoint = tmp_path / "access.log", tmp_path / "ckpt"
+    append(log, lines_text("a", 3))
+    patterns = check_follow_paths([str(tmp_path / "access.log*")])
+    assert not read_to_end(checkpoint, log)  # no micro-batch committed yet
+    first = scan(initial_offset(), patterns)
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text(f"v1\n{{}}\n{json.dumps(first)}")
+    assert not read_to_end(checkpoint, log)  # planned, not committed
+    commit(checkpoint, 0, first)
+    assert read_to_end(checkpoint, log)
+    append(log, "a 3\npartial")  # one more whole line, and a part of one
+    assert not read_to_end(checkpoint, log)
+    commit(checkpoint, 1, scan(roundtrip(first), patterns))
+    assert read_to_end(checkpoint, log)  # the partial line is not due
+    log.rename(tmp_path / "access.log.1")
+    assert read_to_end(checkpoint, tmp_path / "access.log.1")  # the same file, renamed
+    assert read_to_end(checkpoint, tmp_path / "gone.log")  # nothing left to read
+    # the same inode rewritten with other bytes is another file, not read yet
+    (tmp_path / "access.log.1").write_text(lines_text("b", 6))
+    assert not read_to_end(checkpoint, tmp_path / "access.log.1")
 
 
 def test_copytruncate_restarts_from_zero_and_counts(tmp_path):

@@ -12,6 +12,7 @@ import gzip
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -179,6 +180,10 @@ class RotatingFileSink(LineSink):
         Event seconds per file (3 hours). A line without an event time never rotates.
     keep : int, default 4
         Rotations kept besides the live file (``NAME.1`` and ``NAME.2.gz`` … ``NAME.KEEP.gz``).
+    before_compress : callable, optional
+        Called with the path of ``NAME.1`` before step 2 compresses and deletes it; it may
+        block, pausing the writer, until a follower has read the file to its end (the demo's
+        pipeline, :func:`logstream.sources.follow.read_to_end`).
 
     Raises
     ------
@@ -188,7 +193,12 @@ class RotatingFileSink(LineSink):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, rotate_every_s: float = 10_800.0, keep: int = 4
+        self,
+        path: str | os.PathLike[str],
+        *,
+        rotate_every_s: float = 10_800.0,
+        keep: int = 4,
+        before_compress: Callable[[Path], None] | None = None,
     ) -> None:
         if rotate_every_s <= 0:
             raise ConfigError(f"rotation period must be positive, got {rotate_every_s!r} s")
@@ -197,6 +207,7 @@ class RotatingFileSink(LineSink):
         self.path = Path(path)
         self.rotate_every_s = float(rotate_every_s)
         self.keep = keep
+        self.before_compress = before_compress
         self.lines_written = 0
         self.rotations = 0
         self._period: int | None = None
@@ -220,6 +231,8 @@ class RotatingFileSink(LineSink):
                 os.replace(self._rotated(n), self._rotated(n + 1))
         first = self._rotated(1)
         if first.exists():
+            if self.before_compress is not None:
+                self.before_compress(first)
             if self.keep >= 2:
                 with open(first, "rb") as src, gzip.open(self._rotated(2), "wb") as dst:
                     shutil.copyfileobj(src, dst)

@@ -64,7 +64,7 @@ from logstream.sources.follow.files import (
     check_follow_paths,
     rotation_warnings,
 )
-from logstream.sources.follow.offsets import initial_offset, scan, snapshot
+from logstream.sources.follow.offsets import initial_offset, read_to_end, scan, snapshot
 from logstream.sources.follow.ranges import FileRange, plan_ranges, read_range
 from logstream.sources.follow.source import FollowDataSource, FollowStreamReader, follow_lines
 
@@ -80,6 +80,7 @@ __all__ = [
     "initial_offset",
     "plan_ranges",
     "read_range",
+    "read_to_end",
     "rotation_warnings",
     "scan",
     "snapshot",

@@ -9,6 +9,7 @@ planner process.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -487,3 +488,56 @@ def scan(
     files = [_normal(f) for f in sorted(entries, key=lambda f: (int(f["dev"]), int(f["ino"])))]
     end_offset = {"v": 2, "files": files, **vars(totals)}
     return dict(start) if end_offset == dict(start) else end_offset
+
+
+def read_to_end(checkpoint: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
+    """Whether a query's last committed micro-batch read ``path`` to its last whole line.
+
+    The file is found in the offset of that micro-batch (the query's offset log, its single
+    source a follow source) by identity and fingerprint: an inode that now holds other bytes
+    is another file. A writer uses it before it deletes a rotated file (logrotate's
+    ``compress`` of ``access.log.1``), so that nothing is deleted unread.
+
+    Parameters
+    ----------
+    checkpoint : path-like
+        The query's checkpoint directory (``STATE_DIR/ingest`` for ``logstream run``).
+    path : path-like
+        The followed file.
+
+    Returns
+    -------
+    bool
+        True when the file is gone or holds no whole line (nothing to read), or when the last
+        committed offset has reached its last ``\\n``; False otherwise, also before any
+        micro-batch committed.
+    """
+    st = _stat(os.fspath(path))
+    if st is None:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:  # gone since
+        return True
+    target = data.rfind(b"\n") + 1
+    if target == 0:  # no whole line: nothing to read (an empty file is not followed yet)
+        return True
+    root = os.fspath(checkpoint)
+    try:
+        commits = [int(n) for n in os.listdir(os.path.join(root, "commits")) if n.isdigit()]
+    except FileNotFoundError:
+        return False
+    if not commits:
+        return False
+    with open(os.path.join(root, "offsets", str(max(commits))), encoding="utf-8") as fh:
+        offset = json.loads(fh.read().splitlines()[2])  # a version line, metadata, the source
+    ident = _ident(st)
+    done = [
+        int(f["offset"])
+        for f in offset.get("files", [])
+        if (int(f["dev"]), int(f["ino"])) == ident
+        and f.get("fplen")
+        and _fingerprint(data[: int(f["fplen"])]) == f.get("fp")
+    ]
+    return bool(done) and done[0] >= target
