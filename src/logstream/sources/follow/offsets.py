@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import stat
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -512,15 +513,19 @@ def read_to_end(checkpoint: str | os.PathLike[str], path: str | os.PathLike[str]
         committed offset has reached its last ``\\n``; False otherwise, also before any
         micro-batch committed.
     """
-    st = _stat(os.fspath(path))
-    if st is None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # gone: nothing left to read
         return True
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:  # gone since
-        return True
-    target = data.rfind(b"\n") + 1
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # not a followed file
+            return True
+        # the tail and the head only: the file may be large, and a writer asks again and again
+        target = _last_line_end(fd, 0, st.st_size)
+        head = os.pread(fd, FINGERPRINT_BYTES, 0)
+    finally:
+        os.close(fd)
     if target == 0:  # no whole line: nothing to read (an empty file is not followed yet)
         return True
     root = os.fspath(checkpoint)
@@ -538,6 +543,6 @@ def read_to_end(checkpoint: str | os.PathLike[str], path: str | os.PathLike[str]
         for f in offset.get("files", [])
         if (int(f["dev"]), int(f["ino"])) == ident
         and f.get("fplen")
-        and _fingerprint(data[: int(f["fplen"])]) == f.get("fp")
+        and _fingerprint(head[: int(f["fplen"])]) == f.get("fp")
     ]
     return bool(done) and done[0] >= target
