@@ -11,13 +11,25 @@ Exception tree::
     ├── InputPathError     an input path that does not exist or holds no files
     │   └── CorruptInputError  a corrupt or truncated input file, with --strict
     ├── LogFormatError     a log format that cannot be compiled or detected
+    ├── StateError         logstream's own state cannot be used as it stands
+    │   ├── StateCorruptError  an analytics snapshot damaged, truncated or missing
+    │   └── ReplayMismatchError  a delivered micro-batch replanned over other input
     └── StopRequested      a micro-batch started after its pipeline began to stop
                            (logstream.sinks.gate; never reaches a user)
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "CorruptInputError", "InputPathError", "LogFormatError", "LogstreamError"]
+__all__ = [
+    "ConfigError",
+    "CorruptInputError",
+    "InputPathError",
+    "LogFormatError",
+    "LogstreamError",
+    "ReplayMismatchError",
+    "StateCorruptError",
+    "StateError",
+]
 
 
 class LogstreamError(Exception):
@@ -44,3 +56,20 @@ class CorruptInputError(InputPathError):
 
 class LogFormatError(LogstreamError):
     """Raised when a ``LogFormat`` string cannot be compiled or ``auto`` detection fails."""
+
+
+class StateError(LogstreamError):
+    """Raised when logstream's own state (its checkpoint, snapshots, store) cannot be used as
+    it stands: the message names the file and how to recover. Never silently worked around:
+    a run on damaged state would give wrong windows without a word."""
+
+
+class StateCorruptError(StateError):
+    """Raised when an analytics snapshot is damaged, truncated or missing
+    (:mod:`logstream.pipeline.state`)."""
+
+
+class ReplayMismatchError(StateError):
+    """Raised when Spark replans a micro-batch that was already delivered over other input
+    than it was delivered with (its offsets were rolled back by hand): delivering it as it
+    is would lose or repeat lines."""

@@ -33,10 +33,11 @@ TRAFFIC_COLS = [
 ]
 
 
-# every micro-batch (12,000 lines) analysed in one partition, without a shuffle (the default
-# for a micro-batch this small), and spread over the shuffle partitions (as a backfill's):
-# the same windows, sessions and heavy hitters either way
-@pytest.fixture(scope="module", params=["one_partition", "shuffled"])
+# every micro-batch (12,000 lines) delivered on the driver (the live path, the default for a
+# micro-batch this small), through the Spark steps in one partition without a shuffle, and
+# spread over the shuffle partitions (as a backfill's): the same windows, sessions and heavy
+# hitters every way
+@pytest.fixture(scope="module", params=["driver", "one_partition", "shuffled"])
 def streamed(request, spark, nasa_day, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("parity")
     write_chunks(nasa_lines(nasa_day), tmp / "in", per_file=6000)
@@ -45,13 +46,21 @@ def streamed(request, spark, nasa_day, tmp_path_factory):
     queries = "traffic_per_minute,trending_pages,unique_visitors,sessions,top_clients"
     pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=2, queries=queries))
     one_partition = request.param == "one_partition"
+    on_driver = request.param == "driver"
     rows = SINGLE_PARTITION_ROWS if one_partition else 0
-    pipeline.ingest.settings = replace(pipeline.ingest.settings, single_partition_rows=rows)
+    pipeline.ingest.settings = replace(
+        pipeline.ingest.settings,
+        single_partition_rows=rows,
+        driver_rows=pipeline.ingest.settings.driver_rows if on_driver else 0,
+    )
     try:
         pipeline.run()
     finally:
         pipeline.stop()
-    assert pipeline.ingest.single_partition is one_partition  # the path the batches took
+    # the path the batches took
+    assert pipeline.ingest.paths["driver" if on_driver else "spark"] == 3
+    if not on_driver:
+        assert pipeline.ingest.single_partition is one_partition
     # adaptive execution is turned off for one-partition micro-batches in the query's own
     # session (a clone), never in the session that started it
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"

@@ -213,10 +213,12 @@ class Pipeline:
             static_extensions=cfg.static_ext,
             site_host=cfg.site_host,
         )
+        snapshots = StateSnapshots(self.spark, cfg.state_dir / "analytics", STATE_PARTS)
+        snapshots.checkpoint = self._checkpoint_path(INGEST_QUERY)
         self.ingest = IngestStage(
             cfg.output_dir,
             self.store,
-            StateSnapshots(self.spark, cfg.state_dir / "analytics", STATE_PARTS),
+            snapshots,
             settings,
             checkpoint=self._checkpoint_path(INGEST_QUERY) if cfg.source == "dir" else None,
             strict=cfg.strict,

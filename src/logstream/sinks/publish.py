@@ -28,6 +28,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -42,6 +43,7 @@ __all__ = [
     "batch_dir",
     "ensure_schema",
     "publish_batch",
+    "publish_table",
     "read_output",
     "run_stateful_plan",
 ]
@@ -120,6 +122,35 @@ def publish_batch(
             _csv_safe(rows).write.mode("overwrite").option("header", True).option(
                 "timestampFormat", TIMESTAMP_FORMAT
             ).csv(str(staging))
+
+    return _publish(root, batch_id, write)
+
+
+def publish_table(table: Any, root: Path, batch_id: int) -> bool:
+    """Write an Arrow table as the Parquet file of micro-batch ``batch_id`` under ``root``,
+    exactly once, by the steps of :func:`publish_batch` (the live path's outputs, written on
+    the driver without a Spark job: :mod:`logstream.pipeline.ingest.driver`).
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        The rows, in the output's Arrow schema (Spark's types: ``timestamp[us, UTC]`` for a
+        timestamp, so that Spark reads both writers' files as one dataset).
+    root : Path
+        Output root, created when missing.
+    batch_id : int
+        The micro-batch id.
+
+    Returns
+    -------
+    bool
+        True when written now, False when the batch was already published.
+    """
+    import pyarrow.parquet as pq
+
+    def write(staging: Path) -> None:
+        staging.mkdir()
+        pq.write_table(table, staging / "part-00000.snappy.parquet")
 
     return _publish(root, batch_id, write)
 

@@ -27,11 +27,11 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
-from logstream.sinks.publish import publish_batch
+from logstream.sinks.publish import publish_batch, publish_table
 from logstream.sinks.spec import (
     DEFAULT_SINK_OUTPUTS,
     check_output_format,
@@ -153,6 +153,23 @@ class OutputPublisher:
         """Publish ``df`` as output ``root.name`` of ``batch_id``; True when written now."""
         written = publish_batch(df, root, batch_id, files, fmt=self.fmt)
         if self.sinks and root.name in self.sink_outputs:
+            for sink in self.sinks:
+                sink.send(df, root.name, batch_id)
+        return written
+
+    def publish_table(self, table: Any, root: Path, batch_id: int, spark: SparkSession) -> bool:
+        """Publish an Arrow table as output ``root.name`` of ``batch_id`` (the live path's
+        outputs); True when written now. Parquet is written by Arrow, with no Spark job; JSON
+        and CSV, and the rows sent to ``sinks``, go through a DataFrame of the table
+        (``spark.createDataFrame``), written as :meth:`__call__` writes them."""
+        df = None
+        if self.fmt == "parquet":
+            written = publish_table(table, root, batch_id)
+        else:
+            df = spark.createDataFrame(table)
+            written = publish_batch(df, root, batch_id, 1, fmt=self.fmt)
+        if self.sinks and root.name in self.sink_outputs:
+            df = df if df is not None else spark.createDataFrame(table)
             for sink in self.sinks:
                 sink.send(df, root.name, batch_id)
         return written

@@ -9,6 +9,7 @@ micro-batch to the next (:data:`~logstream.analytics.alerts.ALERT_STATE_SCHEMA`)
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -27,7 +28,13 @@ from logstream.analytics.alerts.steps import _NEW_TRACK, _SeriesSteps, _Track
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["score_minutes", "scored_minutes", "series_minutes", "split_scored"]
+__all__ = [
+    "score_minutes",
+    "score_series",
+    "scored_minutes",
+    "series_minutes",
+    "split_scored",
+]
 
 #: The numbers of a state row, after ``series`` (see :data:`ALERT_STATE_SCHEMA`).
 _STATE_NUMBERS = tuple(ALERT_STATE_SCHEMA.fieldNames()[1:])
@@ -99,13 +106,37 @@ def _score_group(
     series = key[0].as_py()
     if state.num_rows > 1:
         raise ValueError(f"alert state has {state.num_rows} rows for series {series!r}, not 1")
-    track = _NEW_TRACK
+    numbers = None
     if state.num_rows:
         row = state.select(list(_STATE_NUMBERS)).to_pylist()[0]
         numbers = [row[name] for name in _STATE_NUMBERS]
+    rows = zip(*(minutes.column(c).to_pylist() for c in _MINUTE_VALUES), strict=True)
+    records = _scored_records(steps, watermark_ms, series, rows, numbers)
+    schema = _scored_arrow_schema()
+    if not records:
+        return schema.empty_table()
+    columns = zip(*records, strict=True)
+    return pa.table(
+        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema
+    )
+
+
+def _scored_records(
+    steps: _SeriesSteps,
+    watermark_ms: int,
+    series: str,
+    minutes: Iterable[tuple[int, int, int]],
+    numbers: list[Any] | None,
+) -> list[tuple[Any, ...]]:
+    """One series' scoring (:func:`_score_group`) on plain values: its ``(minute_ms,
+    requests, errors)`` rows and its state's numbers (:data:`_STATE_NUMBERS`; None for a new
+    series). Returns :data:`_SCORED_SCHEMA` records: alert rows, then the state row unless
+    the series is idle."""
+    track = _NEW_TRACK
+    if numbers is not None:
         track = _Track(EwmaState(*numbers[:6]), *numbers[6:])
     counts: dict[int, list[int]] = {}
-    for m, r, e in zip(*(minutes.column(c).to_pylist() for c in _MINUTE_VALUES), strict=True):
+    for m, r, e in minutes:
         c = counts.setdefault(m, [0, 0])  # a minute twice in one call: its counts add up
         c[0] += r
         c[1] += e
@@ -120,13 +151,86 @@ def _score_group(
     if track.scored_until_ms >= 0 and keep:
         det, scored_until_ms, last_data_end_ms = track
         records.append(("state", series, *_NO_ALERT, *det, scored_until_ms, last_data_end_ms))
-    schema = _scored_arrow_schema()
-    if not records:
-        return schema.empty_table()
-    columns = zip(*records, strict=True)
-    return pa.table(
-        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema
+    return records
+
+
+def score_series(
+    series: Sequence[str],
+    minute_ms: Sequence[int],
+    requests: Sequence[int],
+    errors: Sequence[int],
+    state: Any,
+    watermark_ms: int,
+    config: AlertConfig,
+) -> tuple[Any, Any]:
+    """:func:`score_minutes` on the driver, over plain values and an Arrow state.
+
+    The same steps, series by series (every series found in the minutes or the state), for a
+    micro-batch folded on the driver (:mod:`logstream.pipeline.ingest.driver`).
+
+    Parameters
+    ----------
+    series, minute_ms, requests, errors : sequence
+        The new minutes, one entry per (series, minute): as :func:`score_minutes`' rows.
+    state : pyarrow.Table
+        :data:`~logstream.analytics.alerts.ALERT_STATE_SCHEMA` rows.
+    watermark_ms : int
+        The micro-batch's watermark, epoch ms.
+    config : AlertConfig
+
+    Returns
+    -------
+    alerts : pyarrow.Table
+        :data:`~logstream.analytics.alerts.ALERT_COLUMNS` (``window_start``, ``window_end``
+        as ``timestamp[us, UTC]``).
+    new_state : pyarrow.Table
+        :data:`~logstream.analytics.alerts.ALERT_STATE_SCHEMA` rows.
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    steps, watermark = _SeriesSteps(config), int(watermark_ms)
+    minutes: dict[str, list[tuple[int, int, int]]] = {}
+    for s, m, r, e in zip(series, minute_ms, requests, errors, strict=True):
+        if s is not None and m is not None:
+            minutes.setdefault(s, []).append((m, r or 0, e or 0))
+    known: dict[str, list[Any]] = {}
+    for row in state.to_pylist():
+        if row["series"] in known:
+            raise ValueError(f"alert state has 2 rows for series {row['series']!r}, not 1")
+        known[row["series"]] = [row[name] for name in _STATE_NUMBERS]
+    alerts: list[tuple[Any, ...]] = []
+    states: list[tuple[Any, ...]] = []
+    for name in sorted(minutes.keys() | known.keys()):
+        for record in _scored_records(
+            steps, watermark, name, minutes.get(name, ()), known.get(name)
+        ):
+            if record[0] == "alert":
+                alerts.append(record[1 : 1 + len(_ROW_COLUMNS)])
+            else:
+                states.append((record[1], *record[1 + len(_ROW_COLUMNS) :]))
+    rows = {c: [a[i] for a in alerts] for i, c in enumerate(_ROW_COLUMNS)}
+    timestamp = pa.timestamp("us", tz="UTC")
+    alert_table = pa.table(
+        {
+            "series": pa.array(rows["series"], pa.string()),
+            "metric": pa.array(rows["metric"], pa.string()),
+            "window_start": pa.array([m * 1000 for m in rows["window_start_ms"]], pa.int64()).cast(
+                timestamp
+            ),
+            "window_end": pa.array([m * 1000 for m in rows["window_end_ms"]], pa.int64()).cast(
+                timestamp
+            ),
+            **{c: pa.array(rows[c], pa.float64()) for c in ("value", "mean", "std", "z")},
+            "direction": pa.array(rows["direction"], pa.string()),
+        }
     )
+    state_schema = to_arrow_schema(ALERT_STATE_SCHEMA)
+    state_table = pa.table(
+        [pa.array([r[i] for r in states], f.type) for i, f in enumerate(state_schema)],
+        schema=state_schema,
+    )
+    return alert_table, state_table
 
 
 def score_minutes(

@@ -87,6 +87,12 @@ class StageContext:
         self._spark: Any = None  # the session of the micro-batch being delivered
         self._live_cache: tuple[Any, ...] = ()
         self._timings_lock = threading.Lock()
+        #: Frames the running micro-batch persisted (released at its end).
+        self._cached: list[DataFrame] = []
+        #: How the running micro-batch is delivered: ``driver`` (the live path) or ``spark``.
+        self.path = ""
+        #: Micro-batches delivered each way in this process.
+        self.paths: dict[str, int] = {"driver": 0, "spark": 0}
         #: Writes of a micro-batch run at once (see
         #: :func:`~logstream.pipeline.ingest.publish.run_concurrently`); 1: in turn.
         self.writers = WRITERS

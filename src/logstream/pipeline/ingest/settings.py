@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pyspark.ml (and pandas) load only with a bot model
 
 __all__ = [
     "DIMENSION_OUTPUTS",
+    "DRIVER_ROWS",
     "INGEST_QUERY",
     "OUTPUTS",
     "SINGLE_PARTITION_ROWS",
@@ -96,6 +97,8 @@ def stream_panels(disabled: Iterable[str], fields: Iterable[str]) -> tuple[str, 
 
 #: Default of :attr:`AnalyticsSettings.single_partition_rows`.
 SINGLE_PARTITION_ROWS = 50_000
+#: Default of :attr:`AnalyticsSettings.driver_rows`.
+DRIVER_ROWS = 200_000
 
 
 def iso_ms(epoch_ms: int) -> str:
@@ -146,6 +149,11 @@ class AnalyticsSettings:
         time of a small micro-batch is the fixed cost of its stages, not work, and every
         shuffle is a stage (with adaptive execution a Spark job of its own, re-planned).
         Larger ones (a backfill) are spread over every core. 0: never.
+    driver_rows : int
+        A micro-batch of at most this many lines is delivered on the driver: parsed and
+        classified in one Spark job, collected as Arrow, folded with Arrow
+        (:mod:`logstream.pipeline.ingest.driver`, the live path). Larger ones go through the
+        Spark steps. 0: never. It bounds what a micro-batch collects to the driver.
     panels : tuple of str
         GoAccess's panels counted by ``traffic_by_panel`` (:data:`STREAM_PANELS`).
     static_extensions : tuple of str
@@ -166,6 +174,7 @@ class AnalyticsSettings:
     alerts: AlertConfig = field(default_factory=AlertConfig)
     outputs: tuple[str, ...] = tuple(q for q in OUTPUTS if REFERENCE_QUERIES.get(q) is None)
     single_partition_rows: int = SINGLE_PARTITION_ROWS
+    driver_rows: int = DRIVER_ROWS
     panels: tuple[str, ...] = STREAM_PANELS
     static_extensions: tuple[str, ...] = ()
     site_host: str | None = None

@@ -19,6 +19,7 @@ from logstream.analytics.panes import DIMENSION_VIEWS
 from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.ingest.commit import commit_batch
 from logstream.pipeline.ingest.context import StageContext
+from logstream.pipeline.ingest.driver import batch_rows, deliver_on_driver, driver_eligible
 from logstream.pipeline.ingest.fold import fold_batch
 from logstream.pipeline.ingest.live import commit_views
 from logstream.pipeline.ingest.panels import AGENT_PANELS
@@ -93,19 +94,31 @@ class IngestStage(StageContext):
             # 2. reference tables: chosen (and recorded) before anything is written, so that
             # a replay uses the same
             self._tables = self.reference.for_batch(batch_id)
-        # keep the raw text only where it is needed (quarantine): a much smaller cache
-        parsed = parsed.withColumn(
-            "raw_line", F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line"))
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        cached: list[DataFrame] = [parsed]
+        cached = self._cached = []
         try:
-            write, meta, state_parts = self._deliver(parsed, batch_id, prev, corrupt, cached)
+            delivered = None
+            if driver_eligible(self):  # the live path: one Spark job, then the driver
+                rows = batch_rows(self, parsed)
+                if rows is not None:
+                    self.path = "driver"
+                    delivered = deliver_on_driver(self, rows, batch_id, prev, corrupt)
+            if delivered is None:
+                self.path = "spark"
+                # keep the raw text only where it is needed (quarantine): a smaller cache
+                parsed = parsed.withColumn(
+                    "raw_line", F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line"))
+                ).persist(StorageLevel.MEMORY_AND_DISK)
+                cached.append(parsed)
+                delivered = self._deliver(parsed, batch_id, prev, corrupt, cached)
+            write, meta, state_parts = delivered
             if write is None:
                 return  # a no-data micro-batch: nothing to record, nothing to replay
             commit_batch(self, write, meta, state_parts)  # 8. commit, 9. snapshot
+            self.paths[self.path] += 1
         finally:
             for frame in cached:
                 frame.unpersist()
+            self._cached = []
         with self.totals.lock:
             self.totals.batches += 1
             self.totals.events += write.events
