@@ -78,7 +78,7 @@ class DemoSettings:
     host: str = "127.0.0.1"
     port: int = 8050
     fetch: bool = True
-    trigger: str = "2 seconds"
+    trigger: str = "1 second"
     rotate_every_s: float = 43_200.0
 
 

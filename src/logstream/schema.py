@@ -90,6 +90,9 @@ QUARANTINE_REASONS: dict[str, str] = {
     "bad_status": "the status is not a number from 100 to 599",
     "bad_bytes": "the size field is neither '-' nor a non-negative whole number",
     "missing_host": "the client host field is empty",
+    "future_event_time": "the time is further ahead than --max-future (default a day) of the "
+    "clock, or, in a micro-batch of a stream, further ahead of the rest of its micro-batch "
+    "than the watermark delay: counted, never a window, never the watermark",
     "corrupt_file": "the file could not be read to its end (a truncated or corrupt .gz); its "
     "readable lines count, the row names the file and the error in detail",
 }

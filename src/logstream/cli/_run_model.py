@@ -146,12 +146,16 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "Sliding window of trending pages.",
     ),
     "trigger": (
-        "5 seconds",
+        "1 second",
         "'available-now' or an interval such as '5 seconds'.",
     ),
     "watermark": (
         "10 minutes",
         "Event-time delay after which events are late.",
+    ),
+    "max_future": (
+        "1 day",
+        "Event time ahead of the clock beyond which a line is quarantined.",
     ),
 }
 #: DemoSettings field → default, for the fields options set.

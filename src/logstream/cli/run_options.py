@@ -200,6 +200,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         default_text="OUTPUT_DIR/logstream.db",
     ),
     _option("watermark", str, "--watermark", WINDOWS, metavar="SPAN", field="watermark"),
+    _option("max_future", str, "--max-future", WINDOWS, metavar="SPAN", field="max_future"),
     _option("window", str, "--window", WINDOWS, metavar="SPAN", field="traffic_window"),
     _option(
         "trending_window",

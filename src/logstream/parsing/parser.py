@@ -23,10 +23,14 @@ from logstream.schema import EVENT_COLUMNS
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["REASON_COLUMN", "events", "fenced", "parse", "quarantine"]
+__all__ = ["MAX_FUTURE_S", "REASON_COLUMN", "events", "fenced", "parse", "quarantine"]
 
 #: Column of :func:`parse`'s output naming why a line is quarantined (null when parsed).
 REASON_COLUMN = "quarantine_reason"
+#: How far ahead of the clock an event time may be before the line is quarantined as
+#: ``future_event_time`` (seconds; ``logstream run --max-future``): a day, as Apache Druid's
+#: ``earlyMessageRejectionPeriod`` is commonly set, which no clock skew or time zone reaches.
+MAX_FUTURE_S = 86_400.0
 
 _SEP = "\x01"
 _CLF_TIME_PATTERN = "dd/MMM/yyyy:HH:mm:ss Z"
@@ -58,7 +62,7 @@ def _time_column(raw: Column, fmt: CompiledFormat) -> Column:
     return F.try_to_timestamp(raw, F.lit(fmt.time_pattern))
 
 
-def parse(lines: DataFrame, fmt: CompiledFormat) -> DataFrame:
+def parse(lines: DataFrame, fmt: CompiledFormat, max_future_s: float = MAX_FUTURE_S) -> DataFrame:
     """Parse raw lines into events and quarantine candidates in one pass.
 
     Parameters
@@ -68,6 +72,12 @@ def parse(lines: DataFrame, fmt: CompiledFormat) -> DataFrame:
         ``source_file`` (string, nullable).
     fmt : CompiledFormat
         The compiled log format.
+    max_future_s : float
+        A line whose time is more than this many seconds ahead of the clock is quarantined
+        as ``future_event_time``: no server writes tomorrow's requests, and one such line
+        would move a stream's watermark past every real event. The clock is Spark's
+        ``current_timestamp()``: in a streaming query the micro-batch's own timestamp, which
+        its offset log records, so a replay decides the same way.
 
     Returns
     -------
@@ -148,8 +158,21 @@ def parse(lines: DataFrame, fmt: CompiledFormat) -> DataFrame:
         .when(F.col("event_time").isNull(), F.lit("bad_timestamp"))
         .when(F.col("status").isNull() | ~F.col("status").between(100, 599), F.lit("bad_status"))
         .when(F.col("bytes_sent").isNull() | (F.col("bytes_sent") < 0), F.lit("bad_bytes"))
+        .when(_in_the_future(max_future_s), F.lit("future_event_time"))
     )
     return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN))
+
+
+def _in_the_future(max_future_s: float) -> Column:
+    """``event_time`` more than ``max_future_s`` ahead of ``current_timestamp()``; the clock
+    stays out of the generated code (a decimal difference, as
+    :mod:`logstream.analytics.bounds` writes a micro-batch's bounds), so each micro-batch's
+    new clock compiles nothing again."""
+    exact = "decimal(18,0)"
+    ahead = F.unix_micros("event_time").cast(exact) - F.unix_micros(F.current_timestamp()).cast(
+        exact
+    )
+    return ahead > F.lit(int(max_future_s * 1_000_000))
 
 
 def _json_fields(lines: DataFrame, fmt: CompiledFormat) -> tuple[DataFrame, dict[str, Column]]:

@@ -162,6 +162,10 @@ class PipelineConfig(BaseModel):
     watermark : str
         Event-time delay after which a window is final and an older event is late
         (default ``10 minutes``).
+    max_future : str
+        A line whose time is further ahead of the clock than this is quarantined as
+        ``future_event_time`` (default ``1 day``): one line from 2099 must never move the
+        watermark past every real event (:func:`logstream.parsing.parse`).
     traffic_window : str
         Tumbling window of traffic and unique visitors (default ``1 minute``).
     trending_window, trending_slide : str
@@ -272,6 +276,10 @@ class PipelineConfig(BaseModel):
     watermark: str = Field(
         default="10 minutes", description="Event-time delay after which events are late."
     )
+    max_future: str = Field(
+        default="1 day",
+        description="Event time ahead of the clock beyond which a line is quarantined.",
+    )
     traffic_window: str = Field(default="1 minute", description="Window of traffic and visitors.")
     trending_window: str = Field(
         default="5 minutes", description="Sliding window of trending pages."
@@ -284,7 +292,7 @@ class PipelineConfig(BaseModel):
         default="2 hours", description="Event time of trending windows kept in the store."
     )
     trigger: str = Field(
-        default="5 seconds", description="'available-now' or an interval such as '5 seconds'."
+        default="1 second", description="'available-now' or an interval such as '5 seconds'."
     )
     max_files_per_trigger: int | None = Field(
         default=None, ge=1, description="With --input-dir: files per micro-batch at most."
@@ -334,6 +342,7 @@ class PipelineConfig(BaseModel):
 
     @field_validator(
         "watermark",
+        "max_future",
         "dedup_window",
         "traffic_window",
         "trending_window",
@@ -574,6 +583,11 @@ class PipelineConfig(BaseModel):
     def watermark_seconds(self) -> float:
         """The watermark delay in seconds."""
         return interval_seconds(self.watermark)
+
+    @property
+    def max_future_seconds(self) -> float:
+        """``max_future`` in seconds."""
+        return interval_seconds(self.max_future)
 
     @classmethod
     def build(cls, **values: object) -> PipelineConfig:

@@ -269,7 +269,7 @@ class Pipeline:
         lines = stream_lines(self.spark, self.cfg)
         if self.cfg.dedup:
             lines = drop_duplicate_lines(lines, self.cfg.dedup_window)
-        parsed = parse(lines, self.fmt)
+        parsed = parse(lines, self.fmt, self.cfg.max_future_seconds)
         writer = (
             parsed.writeStream.queryName(INGEST_QUERY)
             .foreachBatch(self.gate.wrap(INGEST_QUERY, self.ingest))

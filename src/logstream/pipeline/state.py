@@ -126,6 +126,9 @@ class SnapshotMeta:
     #: SHA-256 of each file of the snapshot's ``state/`` (None: a snapshot written before
     #: digests were recorded, read unchecked).
     files: dict[str, str] | None = None
+    #: The checkpoint's offset-log entry the batch was delivered over
+    #: (:mod:`logstream.pipeline.checkpoint`; None when unknown).
+    offsets: str | None = None
 
 
 class StateSnapshots:
@@ -174,6 +177,57 @@ class StateSnapshots:
     def done(self, batch_id: int) -> bool:
         """Whether micro-batch ``batch_id`` wrote its snapshot (so it is fully delivered)."""
         return (self._dir(batch_id) / "meta.json").is_file()
+
+    def newest_id(self) -> int | None:
+        """The batch id of the newest snapshot, or None before any."""
+        ids = self._ids()
+        return ids[-1] if ids else None
+
+    def meta(self, batch_id: int) -> SnapshotMeta:
+        """The meta of snapshot ``batch_id`` (which must exist: :meth:`done`)."""
+        return self.latest_before(batch_id + 1)
+
+    def snapshot_dir(self, batch_id: int) -> Path:
+        """The directory of snapshot ``batch_id``."""
+        return self._dir(batch_id)
+
+    # -- what a batch is delivered over (logstream.pipeline.checkpoint) ---------------------
+
+    def _pending_path(self, batch_id: int) -> Path:
+        return self.root / "pending" / str(batch_id)
+
+    def pending(self, batch_id: int) -> str | None:
+        """The offset-log entry recorded when micro-batch ``batch_id`` began to be delivered
+        (None when none was)."""
+        try:
+            return self._pending_path(batch_id).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def record_pending(self, batch_id: int, entry: str) -> None:
+        """Record the offset-log entry micro-batch ``batch_id`` is delivered over, before
+        anything of it is written (atomically: a rename)."""
+        path = self._pending_path(batch_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{batch_id}.tmp")
+        tmp.write_text(entry, encoding="utf-8")
+        tmp.replace(path)
+
+    def recorded_offsets(self) -> dict[int, str]:
+        """Offset-log entries recorded at delivery: the newest snapshot's and the pending
+        records', by batch id (:func:`logstream.pipeline.checkpoint.restore_newest`)."""
+        found: dict[int, str] = {}
+        newest = self.newest_id()
+        if newest is not None:
+            meta = self.meta(newest)
+            if meta.offsets is not None:
+                found[newest] = meta.offsets
+        pending = self.root / "pending"
+        if pending.is_dir():
+            for path in pending.iterdir():
+                if path.name.isdigit():
+                    found[int(path.name)] = path.read_text(encoding="utf-8")
+        return found
 
     def latest_before(self, batch_id: int) -> SnapshotMeta:
         """The meta of the newest snapshot written by a micro-batch before ``batch_id``.
@@ -316,6 +370,7 @@ class StateSnapshots:
         (staging / "meta.json").write_text(json.dumps(asdict(meta)), encoding="utf-8")
         staging.rename(final)
         self.last_rows = _rows(final / "state")
+        self._pending_path(meta.batch_id).unlink(missing_ok=True)  # the snapshot records it
         if arrow:
             schemas = self._arrow_schemas()
             self._memory = (

@@ -12,6 +12,7 @@ exists, a replay of the batch skips it (step 1).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
@@ -43,6 +44,6 @@ def commit_batch(
         stage.store.commit_ingest_batch(INGEST_QUERY, write)
     stage._step("before_snapshot", batch_id)
     with stage._timed("snapshot"):
-        stage.state.write(meta, state_parts)
+        stage.state.write(replace(meta, offsets=stage.entry), state_parts)
     stage.store.set_state({"analytics_state_rows": str(stage.state.last_rows)})
     stage._step("snapshot_written", batch_id)

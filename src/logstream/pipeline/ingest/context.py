@@ -87,6 +87,9 @@ class StageContext:
         self._spark: Any = None  # the session of the micro-batch being delivered
         self._live_cache: tuple[Any, ...] = ()
         self._timings_lock = threading.Lock()
+        #: The checkpoint's offset-log entry of the running micro-batch (what it is delivered
+        #: over: :mod:`logstream.pipeline.checkpoint`); None without a checkpoint.
+        self.entry: str | None = None
         #: Frames the running micro-batch persisted (released at its end).
         self._cached: list[DataFrame] = []
         #: How the running micro-batch is delivered: ``driver`` (the live path) or ``spark``.

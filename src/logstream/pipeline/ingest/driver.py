@@ -57,7 +57,6 @@ from logstream.analytics.arrow.panes import (
     merge_panes,
     panel_rows,
     sliding_windows,
-    timestamps,
     top_client_rows,
     traffic_rows,
     trending_rows,

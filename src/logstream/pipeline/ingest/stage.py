@@ -10,13 +10,16 @@ modules of the package.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from logstream.analytics.panes import DIMENSION_VIEWS
+from logstream.errors import ReplayMismatchError
 from logstream.parsing import REASON_COLUMN
+from logstream.pipeline.checkpoint import check_replay, offset_entry
 from logstream.pipeline.ingest.commit import commit_batch
 from logstream.pipeline.ingest.context import StageContext
 from logstream.pipeline.ingest.driver import batch_rows, deliver_on_driver, driver_eligible
@@ -80,10 +83,17 @@ class IngestStage(StageContext):
 
     def __call__(self, parsed: DataFrame, batch_id: int) -> None:
         """Deliver micro-batch ``batch_id`` exactly once (see :mod:`logstream.pipeline.ingest`)."""
-        if self.state.done(batch_id):  # 1. skip a delivered batch
+        checkpoint = self.state.checkpoint
+        self.entry = offset_entry(checkpoint, batch_id) if checkpoint is not None else None
+        if self.state.done(batch_id):  # 1. skip a delivered batch: the same input only
+            if checkpoint is not None:
+                recorded = self.state.meta(batch_id).offsets
+                check_replay(checkpoint, batch_id, recorded, self.state.snapshot_dir(batch_id))
             if self.stateful_input:
                 run_stateful_plan(parsed)  # the deduplication state still commits this batch
             return
+        if checkpoint is not None:
+            self._check_not_rolled_back(checkpoint, batch_id)
         self._spark = parsed.sparkSession  # the query's own session (see _adapt)
         self.store_context = self._spark.sparkContext
         corrupt = self._corrupt_files(batch_id)
@@ -126,6 +136,24 @@ class IngestStage(StageContext):
             self.totals.quarantined += write.quarantined
             if meta.max_event_ms is not None:
                 self.totals.watermark_ms = self.settings.watermark_at(meta.max_event_ms)
+
+    def _check_not_rolled_back(self, checkpoint: Path, batch_id: int) -> None:
+        """Refuse a batch planned again over other input than it began to be delivered over,
+        or older than the newest delivered state (:mod:`logstream.pipeline.checkpoint`);
+        record what this one is delivered over, before anything of it is written."""
+        newest = self.state.newest_id()
+        if newest is not None and newest > batch_id:
+            raise ReplayMismatchError(
+                f"Spark replays micro-batch {batch_id}, but the analytics state was delivered "
+                f"up to micro-batch {newest} ({self.state.snapshot_dir(newest)}): the "
+                f"checkpoint {checkpoint} was rolled back behind its state. Put its offsets "
+                f"and commits from {batch_id} on back, or start anew with an empty "
+                "--state-dir, --output-dir and store"
+            )
+        pending = self.state.pending(batch_id)
+        check_replay(checkpoint, batch_id, pending, self.state.root / "pending")
+        if pending is None and self.entry is not None:
+            self.state.record_pending(batch_id, self.entry)
 
     def _corrupt_files(self, batch_id: int) -> dict[str, str]:
         if self.checkpoint is None:
