@@ -44,6 +44,7 @@ from logstream.analytics.alerts import AlertConfig
 from logstream.errors import LogFormatError, LogstreamError
 from logstream.monitoring import ProgressListener
 from logstream.parsing import CompiledFormat, events, parse, resolve_format
+from logstream.pipeline.checkpoint import restore_newest
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.identity import claim
 from logstream.pipeline.ingest import (
@@ -215,6 +216,7 @@ class Pipeline:
         )
         snapshots = StateSnapshots(self.spark, cfg.state_dir / "analytics", STATE_PARTS)
         snapshots.checkpoint = self._checkpoint_path(INGEST_QUERY)
+        snapshots.check()  # a damaged newest snapshot refuses the start, naming the file
         self.ingest = IngestStage(
             cfg.output_dir,
             self.store,
@@ -266,6 +268,10 @@ class Pipeline:
             ("quarantine", QUARANTINE_SCHEMA),
         ):
             ensure_schema(self.spark, self.cfg.output_dir / sub, schema, self.cfg.output_format)
+        checkpoint = self._checkpoint_path(INGEST_QUERY)
+        restored = restore_newest(checkpoint, self.ingest.state.recorded_offsets())
+        if restored is not None:
+            log.warning("%s", restored)
         lines = stream_lines(self.spark, self.cfg)
         if self.cfg.dedup:
             lines = drop_duplicate_lines(lines, self.cfg.dedup_window)

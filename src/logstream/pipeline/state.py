@@ -250,6 +250,18 @@ class StateSnapshots:
                 + recovery_hint(directory, self.checkpoint)
             ) from None
 
+    def check(self) -> None:
+        """Check the newest snapshot (the one the next micro-batch reads) before a start.
+
+        Raises
+        ------
+        StateCorruptError
+            When its ``meta.json`` or one of its files is missing or damaged.
+        """
+        newest = self.newest_id()
+        if newest is not None:
+            self.verify(self.meta(newest))
+
     def verify(self, meta: SnapshotMeta) -> None:
         """Check snapshot ``meta``'s files against the digests its write recorded.
 

@@ -90,6 +90,13 @@ class StageContext:
         #: The checkpoint's offset-log entry of the running micro-batch (what it is delivered
         #: over: :mod:`logstream.pipeline.checkpoint`); None without a checkpoint.
         self.entry: str | None = None
+        #: The quarantine detail of the running micro-batch's events too far ahead of it, when
+        #: it has some (:func:`logstream.pipeline.ingest.watermark.ahead_bound_ms`).
+        self.ahead_detail: str | None = None
+        #: The bound of that rule in the Spark steps (epoch ms), when it quarantined events.
+        self.ahead_bound: int | None = None
+        #: The running micro-batch's parsed rows as Spark handed them (not cached).
+        self._unpersisted: DataFrame | None = None
         #: Frames the running micro-batch persisted (released at its end).
         self._cached: list[DataFrame] = []
         #: How the running micro-batch is delivered: ``driver`` (the live path) or ``spark``.

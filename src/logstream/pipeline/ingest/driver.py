@@ -77,7 +77,13 @@ from logstream.analytics.panes import DAILY_VIEW, DIMENSION_VIEWS, PANEL_VIEWS
 from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.ingest.panels import AGENT_PANELS, _item_columns
 from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, INGEST_QUERY, iso_ms
-from logstream.pipeline.ingest.watermark import since_of
+from logstream.pipeline.ingest.watermark import (
+    FUTURE_REASON,
+    ahead_bound_ms,
+    ahead_detail,
+    quantile_index,
+    since_of,
+)
 from logstream.pipeline.state import SnapshotMeta
 from logstream.reference.enrich import first_segment
 from logstream.schema import EVENT_COLUMNS, EVENT_SCHEMA, QUARANTINE_SCHEMA
@@ -224,8 +230,12 @@ def deliver_on_driver(
     batch_id: int,
     prev: SnapshotMeta,
     corrupt: dict[str, str],
+    parsed: DataFrame,
 ) -> tuple[IngestBatchWrite | None, SnapshotMeta, DriverParts]:
     """Steps 3 to 7 of the micro-batch (see :mod:`logstream.pipeline.ingest`) on the driver.
+
+    ``rows`` are :func:`batch_rows`' of ``parsed``, which is read again only for the raw text
+    of events the in-batch rule quarantines (:func:`~.watermark.ahead_bound_ms`: rare).
 
     Returns
     -------
@@ -235,13 +245,34 @@ def deliver_on_driver(
     """
     s = stage.settings
     watermark_ms = s.watermark_at(prev.max_event_ms)
+    ahead_rows: pa.Table | None = None
     is_event = pc.is_null(rows[REASON_COLUMN]).to_numpy(zero_copy_only=False)
+    t_ms = pc.fill_null(rows["t_ms"], 0).to_numpy()
+    if is_event.any():  # an event far ahead of its micro-batch never moves the watermark
+        times = t_ms[is_event]
+        k = quantile_index(len(times))
+        bound = ahead_bound_ms(int(np.partition(times, k)[k]), s.watermark_ms)
+        ahead = is_event & (t_ms > bound)
+        if ahead.any():
+            reason = pc.if_else(pa.array(ahead), FUTURE_REASON, rows[REASON_COLUMN])
+            rows = rows.set_column(
+                rows.schema.get_field_index(REASON_COLUMN), REASON_COLUMN, reason
+            )
+            stage.ahead_detail = ahead_detail(bound)
+            is_event &= ~ahead
+            with stage._timed("parse"):  # their raw text, which the rows do not carry
+                ahead_rows = (
+                    parsed.where(
+                        F.col(REASON_COLUMN).isNull() & (F.unix_millis("event_time") > F.lit(bound))
+                    )
+                    .select("raw_line", "source_file")
+                    .toArrow()
+                )
     t_us = pc.fill_null(rows["t_us"], 0).to_numpy()
-    is_late = is_event & (t_us <= watermark_ms * 1000) if watermark_ms is not None else None
-    if is_late is None:
-        is_late = np.zeros(rows.num_rows, dtype=bool)
+    is_late = np.zeros(rows.num_rows, dtype=bool)
+    if watermark_ms is not None:
+        is_late = is_event & (t_us <= watermark_ms * 1000)
     on_time_mask = is_event & ~is_late
-    t_ms = rows["t_ms"].to_numpy(zero_copy_only=False)
     event_times = t_ms[is_event]
     write = IngestBatchWrite(
         batch_id=batch_id,
@@ -288,7 +319,9 @@ def deliver_on_driver(
                     stage.store.commit_ingest_views(INGEST_QUERY, write)
                 stage._step("committed_views", batch_id)
     # 7. publish
-    _publish_events(stage, rows, on_time, is_event, is_late, watermark_ms, corrupt, write)
+    _publish_events(
+        stage, rows, on_time, is_event, is_late, watermark_ms, corrupt, write, ahead_rows
+    )
     if next_watermark is not None:
         closes = s.closes_windows(prev.final_until_ms, next_watermark)
         if folded is not None:
@@ -433,8 +466,10 @@ def _publish_events(
     watermark_ms: int | None,
     corrupt: dict[str, str],
     write: IngestBatchWrite,
+    ahead_rows: pa.Table | None = None,
 ) -> None:
-    """The events, late events and quarantined lines (``events_task`` of the Spark steps)."""
+    """The events, late events and quarantined lines (``events_task`` of the Spark steps);
+    ``ahead_rows``: the raw text and file of the events the in-batch rule quarantined."""
     batch_id = write.batch_id
     out = stage.output_dir
     with stage._timed("events"):
@@ -469,12 +504,31 @@ def _publish_events(
             ]
         if write.quarantined or corrupt:
             bad = rows.filter(pa.array(~is_event))
+            if ahead_rows is not None:  # their raw text, read for them
+                has_text = pc.is_valid(bad["raw_line"])
+                bad = bad.filter(has_text)
+                ahead = pa.table(
+                    {
+                        "raw_line": ahead_rows["raw_line"],
+                        "source_file": ahead_rows["source_file"],
+                        REASON_COLUMN: pa.array([FUTURE_REASON] * ahead_rows.num_rows),
+                    }
+                )
+                bad = pa.concat_tables(
+                    [bad.select(["raw_line", "source_file", REASON_COLUMN]), ahead],
+                    promote_options="permissive",
+                )
+            detail = pa.nulls(bad.num_rows, pa.string())
+            if stage.ahead_detail is not None:
+                detail = pc.if_else(
+                    pc.equal(bad[REASON_COLUMN], FUTURE_REASON), stage.ahead_detail, detail
+                )
             quarantine = pa.table(
                 {
                     "raw_line": bad["raw_line"],
                     "source_file": bad["source_file"],
                     "reason": bad[REASON_COLUMN],
-                    "detail": pa.nulls(bad.num_rows, pa.string()),
+                    "detail": detail,
                 }
             )
             files = [

@@ -36,7 +36,7 @@ from logstream.pipeline.ingest.alerts import score_alerts, score_bots
 from logstream.pipeline.ingest.fold import Folded
 from logstream.pipeline.ingest.sessions import close_sessions
 from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, WRITERS, iso
-from logstream.pipeline.ingest.watermark import Split
+from logstream.pipeline.ingest.watermark import FUTURE_REASON, Split
 from logstream.pipeline.state import SnapshotMeta
 from logstream.schema import EVENT_COLUMNS, QUARANTINE_SCHEMA
 from logstream.serving import IngestBatchWrite
@@ -77,10 +77,9 @@ def run_concurrently(tasks: list[Callable[[], None]], workers: int, spark: Any) 
         future.result()
 
 
-def events_task(
-    stage: StageContext, parsed: DataFrame, split: Split, corrupt: dict[str, str]
-) -> Callable[[], None]:
+def events_task(stage: StageContext, split: Split, corrupt: dict[str, str]) -> Callable[[], None]:
     """The task publishing the batch's on-time events, late events and quarantined lines."""
+    parsed = split.parsed
     write = split.write
     batch_id = write.batch_id
     is_event, is_late = split.is_event, split.is_late
@@ -129,6 +128,19 @@ def _publish_quarantine(
         F.col(REASON_COLUMN).alias("reason"),
         F.lit(None).cast("string").alias("detail"),
     )
+    if stage.ahead_bound is not None:  # the in-batch rule's (logstream.pipeline.ingest.watermark)
+        # their raw text was dropped from the cached parse (it keeps a quarantined line's
+        # only): read again from the micro-batch for them
+        ahead = stage._unpersisted.where(
+            F.col(REASON_COLUMN).isNull() & (F.unix_millis("event_time") > F.lit(stage.ahead_bound))
+        ).select(
+            "raw_line",
+            "source_file",
+            F.lit(FUTURE_REASON).alias("reason"),
+            F.lit(stage.ahead_detail).alias("detail"),
+        )
+        own = ~((F.col("reason") == FUTURE_REASON) & F.col("raw_line").isNull())
+        bad = bad.where(own).unionByName(ahead)
     rows = [(None, spark_file_uri(f), CORRUPT_FILE_REASON, e) for f, e in sorted(corrupt.items())]
     if rows:
         bad = bad.unionByName(bad_rows.sparkSession.createDataFrame(rows, QUARANTINE_SCHEMA))

@@ -84,6 +84,8 @@ class IngestStage(StageContext):
     def __call__(self, parsed: DataFrame, batch_id: int) -> None:
         """Deliver micro-batch ``batch_id`` exactly once (see :mod:`logstream.pipeline.ingest`)."""
         checkpoint = self.state.checkpoint
+        self.ahead_detail = self.ahead_bound = None
+        self._unpersisted = parsed
         self.entry = offset_entry(checkpoint, batch_id) if checkpoint is not None else None
         if self.state.done(batch_id):  # 1. skip a delivered batch: the same input only
             if checkpoint is not None:
@@ -111,7 +113,7 @@ class IngestStage(StageContext):
                 rows = batch_rows(self, parsed)
                 if rows is not None:
                     self.path = "driver"
-                    delivered = deliver_on_driver(self, rows, batch_id, prev, corrupt)
+                    delivered = deliver_on_driver(self, rows, batch_id, prev, corrupt, parsed)
             if delivered is None:
                 self.path = "spark"
                 # keep the raw text only where it is needed (quarantine): a smaller cache
@@ -184,7 +186,7 @@ class IngestStage(StageContext):
             commit_views(self, write)
         # 7. publish: the writes of the batch are independent of each other, run at once, the
         # driver's planning and commits of one overlap the tasks of another
-        tasks: list[Callable[[], None]] = [events_task(self, parsed, split, corrupt)]
+        tasks: list[Callable[[], None]] = [events_task(self, split, corrupt)]
         state_parts = analytics_tasks(
             self, folded, split.on_time, write, prev, next_watermark, cached, tasks
         )

@@ -10,8 +10,9 @@ the newest event time, so that ``on-time + late + quarantined = lines read``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -19,6 +20,7 @@ from pyspark.sql import functions as F
 from logstream.analytics.bounds import at_most
 from logstream.analytics.panes import gathered
 from logstream.parsing import REASON_COLUMN
+from logstream.pipeline.ingest.settings import iso_ms
 from logstream.pipeline.state import SnapshotMeta
 from logstream.schema import EVENT_COLUMNS
 from logstream.serving import IngestBatchWrite
@@ -26,7 +28,62 @@ from logstream.serving import IngestBatchWrite
 if TYPE_CHECKING:
     from logstream.pipeline.ingest.context import StageContext
 
-__all__ = ["Split", "since_of", "split_batch"]
+__all__ = [
+    "AHEAD_QUANTILE",
+    "FUTURE_REASON",
+    "Split",
+    "ahead_bound_ms",
+    "ahead_detail",
+    "since_of",
+    "split_batch",
+]
+
+#: The quarantine reason of an event too far ahead (of the clock, or of its micro-batch).
+FUTURE_REASON = "future_event_time"
+#: The share of a micro-batch's events the in-batch rule measures the others against.
+AHEAD_QUANTILE = 0.999
+
+
+def ahead_bound_ms(quantile_ms: int | None, watermark_ms: int) -> int | None:
+    """The newest event time a micro-batch's watermark may come from: its events'
+    :data:`AHEAD_QUANTILE` quantile (``percentile_disc``: the smallest event time at or above
+    which 0.1 % of them lie) plus the watermark delay.
+
+    An event after it (``t_ms`` greater) is quarantined as ``future_event_time``: the watermark
+    follows the bulk of a micro-batch, never one line far ahead of it — a replayed 1995 log
+    with a line typed 1996 would otherwise make every later line late. The rule is exact and
+    deterministic (a replay finds the same bound); it cannot see a jump in a micro-batch of
+    fewer than 1,000 events, whose quantile is its newest event: there the clock's rule
+    (``--max-future``, :func:`logstream.parsing.parse`) guards a live stream.
+
+    Examples
+    --------
+    >>> ahead_bound_ms(1_000_000, 600_000)
+    1600000
+    >>> ahead_bound_ms(None, 600_000) is None
+    True
+    """
+    return None if quantile_ms is None else quantile_ms + watermark_ms
+
+
+def quantile_index(events: int) -> int:
+    """The 0-based rank of the :data:`AHEAD_QUANTILE` quantile among ``events`` sorted event
+    times, as Spark's ``percentile_disc`` picks it (``ceil(p · n) − 1``, in doubles).
+
+    Examples
+    --------
+    >>> quantile_index(1000), quantile_index(1001), quantile_index(1)
+    (998, 999, 0)
+    """
+    return max(0, math.ceil(AHEAD_QUANTILE * events) - 1)
+
+
+def ahead_detail(bound_ms: int) -> str:
+    """The quarantine detail of an event quarantined by the in-batch rule."""
+    return (
+        "more than the watermark delay ahead of the 99.9th percentile of its micro-batch's "
+        f"event times: after {iso_ms(bound_ms)}"
+    )
 
 
 def since_of(prev: SnapshotMeta, outputs: tuple[str, ...]) -> dict[str, int]:
@@ -72,6 +129,7 @@ class Split:
     newest: int | None
     next_watermark: int | None
     since: dict[str, int]
+    parsed: DataFrame  # the parsed rows, with the in-batch rule's quarantine reasons
 
 
 def split_batch(
@@ -114,12 +172,18 @@ def split_batch(
         watermark = F.timestamp_millis(F.lit(watermark_ms))
         is_late = at_most(F.unix_micros("event_time"), watermark_ms * 1000)
     with stage._timed("parse"):  # materialises the cached parse
-        counts = parsed.agg(
-            F.count_if(is_event & ~is_late).alias("on_time"),
-            F.count_if(is_event & is_late).alias("late"),
-            F.count_if(~is_event).alias("quarantined"),
-            F.max(F.when(is_event, F.unix_millis("event_time"))).alias("max_ms"),
-        ).first()
+        counts = _counts(parsed, is_event, is_late)
+        bound = ahead_bound_ms(counts["quantile_ms"], s.watermark_ms)
+        if bound is not None and counts["max_ms"] is not None and counts["max_ms"] > bound:
+            # events far ahead of their micro-batch: quarantined (a second, rare pass)
+            ahead = is_event & (F.unix_millis("event_time") > F.lit(bound))
+            parsed = parsed.withColumn(
+                REASON_COLUMN,
+                F.when(ahead, F.lit(FUTURE_REASON)).otherwise(F.col(REASON_COLUMN)),
+            )
+            stage.ahead_detail = ahead_detail(bound)
+            stage.ahead_bound = bound
+            counts = _counts(parsed, is_event, is_late)
     assert counts is not None
     write = IngestBatchWrite(
         batch_id=batch_id,
@@ -141,4 +205,26 @@ def split_batch(
         parsed.where(is_event & ~is_late).select(*EVENT_COLUMNS), stage.single_partition
     )
     stage.since = since
-    return Split(write, is_event, is_late, watermark, on_time, newest, next_watermark, since)
+    return Split(
+        write, is_event, is_late, watermark, on_time, newest, next_watermark, since, parsed
+    )
+
+
+def _counts(parsed: DataFrame, is_event: Column, is_late: Column) -> Any:
+    """The batch's on-time events, late events and quarantined lines, its newest event time
+    and the :data:`AHEAD_QUANTILE` quantile of its event times, in one aggregation."""
+    t_ms = F.when(is_event, F.unix_millis("event_time"))
+    quantile = F.expr(f"percentile_disc({AHEAD_QUANTILE}) WITHIN GROUP (ORDER BY _t_ms)").cast(
+        "bigint"
+    )
+    return (
+        parsed.select(is_event.alias("_e"), is_late.alias("_l"), t_ms.alias("_t_ms"))
+        .agg(
+            F.count_if(F.col("_e") & ~F.col("_l")).alias("on_time"),
+            F.count_if(F.col("_e") & F.col("_l")).alias("late"),
+            F.count_if(~F.col("_e")).alias("quarantined"),
+            F.max("_t_ms").alias("max_ms"),
+            quantile.alias("quantile_ms"),
+        )
+        .first()
+    )
