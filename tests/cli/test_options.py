@@ -89,7 +89,7 @@ def test_the_options_keep_their_defaults():
     assert defaults["output_dir"] == Path("out/stream") and defaults["state_dir"] == Path(
         "out/state"
     )
-    assert defaults["trigger"] == "5 seconds" and defaults["log_format"] == "auto"
+    assert defaults["trigger"] == "1 second" and defaults["log_format"] == "auto"
     assert defaults["rotate_every"] == "12h" and defaults["speedup"] == 600.0
     assert defaults["host"] == "127.0.0.1" and defaults["port"] == 8050
     assert defaults["demo_out"] == Path("out/demo") and defaults["alert_sigma"] == 5.0

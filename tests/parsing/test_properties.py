@@ -32,7 +32,8 @@ words = st.text(token_chars, min_size=1, max_size=12)
 offsets = st.integers(-12 * 4, 14 * 4).map(lambda q: timedelta(minutes=15 * q))
 times = st.builds(
     lambda dt, off: dt.replace(tzinfo=timezone(off)),
-    st.datetimes(datetime(1990, 1, 1), datetime(2035, 12, 31)).map(  # noqa: DTZ001
+    # a valid line's time is not ahead of the clock (future_event_time: quarantined)
+    st.datetimes(datetime(1990, 1, 1), datetime(2025, 12, 31)).map(  # noqa: DTZ001
         lambda d: d.replace(microsecond=0)
     ),
     offsets,

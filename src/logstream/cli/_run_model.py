@@ -61,6 +61,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         None,
         "With --input-dir: files per micro-batch at most.",
     ),
+    "max_future": (
+        "1 day",
+        "Event time ahead of the clock beyond which a line is quarantined.",
+    ),
     "no_panel": (
         (),
         "Leave out one of GoAccess's panels (repeatable).",
@@ -152,10 +156,6 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
     "watermark": (
         "10 minutes",
         "Event-time delay after which events are late.",
-    ),
-    "max_future": (
-        "1 day",
-        "Event time ahead of the clock beyond which a line is quarantined.",
     ),
 }
 #: DemoSettings field → default, for the fields options set.

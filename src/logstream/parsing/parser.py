@@ -59,10 +59,27 @@ def _time_column(raw: Column, fmt: CompiledFormat) -> Column:
         return F.timestamp_millis(raw.try_cast("bigint"))
     if fmt.time_kind == "epoch_s_frac":
         return F.timestamp_micros((raw.try_cast("decimal(20,6)") * 1_000_000).try_cast("bigint"))
-    return F.try_to_timestamp(raw, F.lit(fmt.time_pattern))
+    parsed = F.try_to_timestamp(raw, F.lit(fmt.time_pattern))
+    if _two_digit_year(fmt.time_pattern):
+        # Spark reads "yy" as 2000–2099; a log's "95" is 1995: POSIX strptime's pivot (69–99
+        # are 1969–1999, 00–68 are 2000–2068), as Python's %y and the DStream parser read it
+        return F.when(F.year(parsed) >= 2069, parsed - F.expr("INTERVAL 100 YEARS")).otherwise(
+            parsed
+        )
+    return parsed
 
 
-def parse(lines: DataFrame, fmt: CompiledFormat, max_future_s: float = MAX_FUTURE_S) -> DataFrame:
+def _two_digit_year(pattern: str | None) -> bool:
+    """Whether a Spark datetime pattern reads a two-digit year (``yy``, not ``yyyy``)."""
+    if pattern is None:
+        return False
+    letters = "".join(pattern.split("'")[::2])  # outside quoted text
+    return "yy" in letters and "yyyy" not in letters
+
+
+def parse(
+    lines: DataFrame, fmt: CompiledFormat, max_future_s: float | None = MAX_FUTURE_S
+) -> DataFrame:
     """Parse raw lines into events and quarantine candidates in one pass.
 
     Parameters
@@ -72,12 +89,13 @@ def parse(lines: DataFrame, fmt: CompiledFormat, max_future_s: float = MAX_FUTUR
         ``source_file`` (string, nullable).
     fmt : CompiledFormat
         The compiled log format.
-    max_future_s : float
+    max_future_s : float, optional
         A line whose time is more than this many seconds ahead of the clock is quarantined
         as ``future_event_time``: no server writes tomorrow's requests, and one such line
         would move a stream's watermark past every real event. The clock is Spark's
         ``current_timestamp()``: in a streaming query the micro-batch's own timestamp, which
-        its offset log records, so a replay decides the same way.
+        its offset log records, so a replay decides the same way. None: no such rule (the
+        continuous trigger refuses ``current_timestamp()``).
 
     Returns
     -------
@@ -158,8 +176,9 @@ def parse(lines: DataFrame, fmt: CompiledFormat, max_future_s: float = MAX_FUTUR
         .when(F.col("event_time").isNull(), F.lit("bad_timestamp"))
         .when(F.col("status").isNull() | ~F.col("status").between(100, 599), F.lit("bad_status"))
         .when(F.col("bytes_sent").isNull() | (F.col("bytes_sent") < 0), F.lit("bad_bytes"))
-        .when(_in_the_future(max_future_s), F.lit("future_event_time"))
     )
+    if max_future_s is not None:
+        reason = reason.when(_in_the_future(max_future_s), F.lit("future_event_time"))
     return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN))
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from logstream.parsing import REASON_COLUMN, CompiledFormat, fenced, parse
+from logstream.parsing.parser import MAX_FUTURE_S
 from logstream.rules.catalog import rule_alerts
 
 if TYPE_CHECKING:
@@ -55,7 +56,9 @@ def alert_stream(lines: DataFrame, fmt: CompiledFormat, *, continuous: bool = Fa
         if "received_at" in lines.columns
         else F.lit(None).cast("string")
     )
-    parsed = parse(lines.select("value", received.alias("source_file")), fmt)
+    # the future-time rule reads current_timestamp(), which the continuous trigger refuses
+    max_future = None if continuous else MAX_FUTURE_S
+    parsed = parse(lines.select("value", received.alias("source_file")), fmt, max_future)
     if not continuous:  # each line parsed once (a Generate: not under the continuous trigger)
         parsed = fenced(parsed)
     return rule_alerts(

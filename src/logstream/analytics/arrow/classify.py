@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from logstream.analytics.arrow.panes import texts
 from logstream.reference.tables import Table
 
 __all__ = [
@@ -93,7 +94,7 @@ def _mapped(
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     encoded = values.dictionary_encode()
-    answers = pa.array([lookup(v) for v in encoded.dictionary.to_pylist()], out_type)
+    answers = pa.array([lookup(v) for v in texts(encoded.dictionary)], out_type)
     if encoded.indices.null_count:
         answers = pa.concat_arrays([answers, pa.array([lookup(None)], out_type)])
         index = encoded.indices.fill_null(len(encoded.dictionary))

@@ -45,6 +45,7 @@ __all__ = [
     "merge_panes",
     "panel_rows",
     "sliding_windows",
+    "texts",
     "timestamps",
     "top_client_rows",
     "traffic_rows",
@@ -216,7 +217,13 @@ def _sketch_panes(events: pa.Table, t_ms: np.ndarray, view: str, length: int) ->
         .aggregate([("item", "distinct")])
     )
     n = grouped.num_rows
-    sketches = [hll_of(values) for values in grouped["item_distinct"].to_pylist()]
+    hosts = grouped["item_distinct"]
+    offsets = pc.list_value_length(hosts).to_pylist()
+    flat = texts(pc.list_flatten(hosts))
+    sketches, at = [], 0
+    for n in offsets:
+        sketches.append(hll_of(flat[at : at + (n or 0)]))
+        at += n or 0
     zeros = pa.array(np.zeros(n, dtype=np.int64))
     begin = grouped["start_ms"]
     return pa.table(
@@ -380,6 +387,17 @@ def sliding_windows(panes: pa.Table, view: str, window_ms: int, slide_ms: int) -
 
 
 # -- the outputs' rows ---------------------------------------------------------------------
+
+
+def texts(column: pa.ChunkedArray | pa.Array) -> list[str | None]:
+    """A string column as Python strings. Spark hands a line's bytes to Arrow as they are, so
+    a line that is not valid UTF-8 arrives as such: its malformed bytes become U+FFFD here, as
+    a Java ``String`` of it reads (``toArrow`` and ``collect`` agree on valid text)."""
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError:
+        raw = pc.cast(column, pa.binary()).to_pylist()
+        return [None if b is None else b.decode("utf-8", "replace") for b in raw]
 
 
 def timestamps(epoch_ms: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -99,16 +99,16 @@ def _extreme_per_group(
     valid = np.zeros(groups, dtype=bool)
     t_out[found] = ordered["t_ms"].to_numpy()[first]
     valid[found] = True
-    pages: list[str | None] = [None] * groups
-    chosen = ordered["page"].take(pa.array(first)).to_pylist()
-    for i, p in zip(found.tolist(), chosen, strict=True):
-        pages[i] = p
+    # each group's row of `ordered` (null where it has none): the page as its bytes are
+    rows = np.zeros(groups, dtype=np.int64)
+    rows[found] = first
+    pages = ordered["page"].take(pa.array(rows, mask=~valid))
+    if isinstance(pages, pa.ChunkedArray):
+        pages = pages.combine_chunks()
     return pa.chunked_array(
         [
             pa.StructArray.from_arrays(
-                [pa.array(t_out), pa.array(pages, pa.string())],
-                fields=list(_PAGE),
-                mask=pa.array(~valid),
+                [pa.array(t_out), pages], fields=list(_PAGE), mask=pa.array(~valid)
             )
         ]
     )
