@@ -1,5 +1,8 @@
 """The live path against Spark's own micro-batch: issue #52's targets from one run.
 
+Each target is a ratio measured in this one run, on this machine (2 cores); ``--targets``
+runs some of them (default: all five, about an hour).
+
 Target 1, **warm micro-batch**: the same chunk files of real NASA lines go through
 
 * ``logstream run --input-dir CHUNKS --max-files-per-trigger 1 --trigger available-now``
@@ -12,13 +15,33 @@ Target 1, **warm micro-batch**: the same chunk files of real NASA lines go throu
 Each figure is the median and the p95 of the micro-batches after the first two (the JVM's
 warm-up). The chunks: 3,000 lines of the NASA day (1995-07-09) a file, and 50,000 lines of
 the 31-day input (``bench/build_july.py``: the NASA day replicated over July) a file.
+Targets: median ≤ 2.0× ``parse_window_state`` (3.0× at least), p95 ≤ 3.0×.
+
+Target 2, **live**: ``logstream run`` with its default trigger and every default output,
+fed NASA lines stamped with the second they land (``bench_vs_goaccess.py``'s wall-clock
+feed) at 10,000 and at 50,000 lines/s for ``--live-seconds`` each (600); line-to-store p95
+≤ 2 s and ≤ 3 s; the state rows and the resident memory over the last 5 minutes (their first
+and last minute's medians) flat.
+
+Target 3, **first data**: ``make run``'s first data on the dashboard (``bench_make_run.py``)
+against a cold process that parses the lines of ``make run``'s first micro-batch and makes
+one aggregation (``bench_floor.py``'s ``parse_agg``): ≤ 1.3×.
+
+Target 4, **backfill**: the 31-day input in one micro-batch, every default output, against
+a process that only parses and writes the events (``bench_floor.py``'s ``parse_write``):
+≤ 2.0×.
+
+Target 5, **no regression on large input**: ``logstream batch`` on 284 days (10,017,248
+lines) against GoAccess: ≥ 1.0×.
 
 Usage::
 
-    python bench/bench_live_path.py                       # every target
-    python bench/bench_live_path.py --targets microbatch  # target 1 only
+    python bench/bench_live_path.py                            # every target
+    python bench/bench_live_path.py --targets microbatch,live  # some
+    python bench/bench_live_path.py --targets microbatch --sizes 3000x10 --out /tmp/x.json
 
-One run, 2 cores; ``bench/results/live-path.json``.
+One run, 2 cores; ``bench/results/live-path.json``. Run ``make setup`` first (target 3 runs
+``make run`` from the repository root).
 """
 
 from __future__ import annotations
@@ -135,16 +158,125 @@ def microbatch(sizes=CHUNK_SIZES, options: tuple[str, ...] = ()) -> dict:
     return result
 
 
+def live(rates: list[int], seconds: int) -> dict:
+    """Target 2: the wall-clock feed at each rate, logstream's default trigger."""
+    from bench import bench_vs_goaccess
+
+    files = harness.july_files(31)[:1]
+    result = {}
+    for rate in rates:
+        row = bench_vs_goaccess.live(files, rate, seconds, wall_clock=True, trigger=None)
+        row["flat_last_5_min"] = flatness(row.get("every_30_s", []), seconds)
+        result[f"{rate}_lines_per_s"] = row
+        print(
+            f"live {rate:,} lines/s: p50 {row['latency_s_p50']} s, p95 {row['latency_s_p95']} s,"
+            f" last 5 min {row['flat_last_5_min']}",
+            file=sys.stderr,
+        )
+    return result
+
+
+def flatness(samples: list[dict], seconds: int) -> dict:
+    """The state rows and resident memory over the last 5 minutes: the medians of their
+    first and last minute, and the change in percent."""
+    start = seconds - 300
+    late = [s for s in samples if s["s"] >= start]
+    out: dict = {}
+    for name in ("state_rows", "rss_mb"):
+        first = [s[name] for s in late if s["s"] < start + 60 and s[name] is not None]
+        last = [s[name] for s in late if s["s"] >= seconds - 60 and s[name] is not None]
+        if first and last:
+            a, b = statistics.median(first), statistics.median(last)
+            out[name] = {"first_min": a, "last_min": b, "change_pct": round(100 * (b - a) / a, 1)}
+    return out
+
+
+def first_data(seconds: int) -> dict:
+    """Target 3: ``make run``'s first data against a cold parse + one aggregation of the
+    lines its first micro-batch read."""
+    from bench import bench_floor, bench_make_run
+
+    made = bench_make_run.run(seconds)
+    first_rows = made["batches"][0][1] if made["batches"] else 0
+    with harness.scratch("live-path-floor-") as tmp:
+        chunk = tmp / "first"
+        chunk.mkdir()
+        (chunk / "first.log").write_text(
+            "".join(line + "\n" for line in harness.nasa_day_lines()[:first_rows])
+        )
+        floor = bench_floor.timed_step("parse_agg", chunk)
+    ratio = made["first_data_s"] / floor if made["first_data_s"] else None
+    print(f"first data {made['first_data_s']} s, parse_agg {floor:.1f} s: {ratio}", file=sys.stderr)
+    return {
+        "make_run": {k: v for k, v in made.items() if k != "batches"},
+        "first_batch_rows": first_rows,
+        "parse_agg_s": round(floor, 2),
+        "ratio": round(ratio, 2) if ratio else None,
+    }
+
+
+def backfill() -> dict:
+    """Target 4: the 31-day backfill, every default output, against ``parse_write``."""
+    from bench import bench_floor
+
+    files = harness.july_files(31)
+    goaccess = harness.goaccess_seconds(files)
+    floor = bench_floor.timed_step("parse_write", files[0].parent)
+    full = harness.backfill_seconds(files, len(files), "all")
+    print(f"backfill {full:.1f} s, parse_write {floor:.1f} s", file=sys.stderr)
+    return {
+        "goaccess_s": round(goaccess, 2),
+        "parse_write_s": round(floor, 2),
+        "backfill_full_s": round(full, 2),
+        "ratio": round(full / floor, 2),
+    }
+
+
+def large_batch(days: int = 284) -> dict:
+    """Target 5: ``logstream batch`` on ``days`` days against GoAccess."""
+    files = harness.july_files(days)
+    goaccess = harness.goaccess_seconds(files)
+    batch = harness.batch_seconds(files)
+    print(f"batch {batch:.1f} s, GoAccess {goaccess:.1f} s", file=sys.stderr)
+    return {
+        "days": days,
+        "lines": harness.NASA_DAY_LINES * days,
+        "goaccess_s": round(goaccess, 2),
+        "batch_s": round(batch, 2),
+        "vs_goaccess": round(goaccess / batch, 3),
+    }
+
+
+TARGETS = ("microbatch", "live", "first_data", "backfill", "large_batch")
+
+
 def main() -> None:
     parser = harness.parser(__doc__, "live-path")
-    parser.add_argument("--targets", default="microbatch")
+    parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--sizes", default=",".join(f"{a}x{b}" for a, b in CHUNK_SIZES))
     parser.add_argument("--option", action="append", default=[], help="a logstream run option")
+    parser.add_argument("--live-rates", default="10000,50000")
+    parser.add_argument("--live-seconds", type=int, default=600)
+    parser.add_argument("--make-run-seconds", type=int, default=60)
     args = parser.parse_args()
+    chosen = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = set(chosen) - set(TARGETS)
+    if unknown:
+        raise SystemExit(f"unknown targets {sorted(unknown)}: choose from {', '.join(TARGETS)}")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
     result: dict = {"machine": harness.machine()}
-    if "microbatch" in args.targets:
+    if "microbatch" in chosen:
         result["microbatch"] = microbatch(sizes, tuple(args.option))
+    if "live" in chosen:
+        rates = [int(r) for r in args.live_rates.split(",")]
+        result["live"] = live(rates, args.live_seconds)
+    if "first_data" in chosen:
+        result["first_data"] = first_data(args.make_run_seconds)
+    if "backfill" in chosen:
+        result["backfill"] = backfill()
+    if "large_batch" in chosen:
+        result["large_batch"] = large_batch()
+    result["machine_after"] = harness.machine()
     harness.write_result(result, args.out, show=False)
 
 

@@ -191,7 +191,7 @@ class Feed:
 
 
 def start_live(
-    tmp: Path, lines: list[str], wall_clock: bool, trigger: str, progress_sql: str
+    tmp: Path, lines: list[str], wall_clock: bool, trigger: str | None, progress_sql: str
 ) -> subprocess.Popen:
     """Seed ``tmp/landing`` with 100 lines, start ``logstream run`` on it and wait until its
     store holds data (the JVM and the first micro-batch)."""
@@ -202,9 +202,8 @@ def start_live(
         seed = [harness.stamped(x, harness.clf_stamp()) for x in seed]
     (landing / "seed.log").write_text("".join(seed))
     errors = tmp / "stderr.log"  # a file, not a pipe nobody reads while it runs
-    argv = harness.run_argv(
-        tmp, "--input-dir", str(landing), "--no-dashboard", "--trigger", trigger
-    )
+    when = ["--trigger", trigger] if trigger else []  # None: logstream's default
+    argv = harness.run_argv(tmp, "--input-dir", str(landing), "--no-dashboard", *when)
     with errors.open("w") as err:
         proc = subprocess.Popen(
             argv, env=harness.bench_env(), stdout=subprocess.DEVNULL, stderr=err
@@ -219,7 +218,11 @@ def start_live(
 
 
 def live(
-    files: list[Path], rate: int, seconds: int, wall_clock: bool = False, trigger: str = "2 seconds"
+    files: list[Path],
+    rate: int,
+    seconds: int,
+    wall_clock: bool = False,
+    trigger: str | None = "2 seconds",
 ) -> dict:
     """Feed ``rate`` lines/s of the July input for ``seconds`` and measure line-to-store
     latency per chunk, memory and state every 5 s (see the module docstring)."""
@@ -271,7 +274,7 @@ def live_report(
     samples: list[tuple],
     batches: dict,
     seconds: int,
-    trigger: str,
+    trigger: str | None,
 ) -> dict[str, Any]:
     """The figures of a live row: latency percentiles, micro-batches, memory and state."""
     totals = [(t, rss["total"], rows, heap) for t, rss, rows, heap in samples]
@@ -279,7 +282,7 @@ def live_report(
         "event_time": "wall clock" if feed.wall_clock else "replayed (1995)",
         "rate_lines_per_s": feed.rate,
         "seconds": seconds,
-        "trigger": trigger,
+        "trigger": trigger or "logstream's default",
         "lines_fed": len(feed.landed) * feed.per_tick,
         "chunks_fed": len(feed.landed),
         "chunks_seen_in_store": len(latencies),

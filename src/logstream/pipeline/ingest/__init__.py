@@ -1,12 +1,17 @@
 """The micro-batch step: parse once, decide lateness, aggregate once, deliver exactly once.
 
 The pipeline is one streaming query, ``ingest`` (source → [deduplication] → parse →
-``foreachBatch``). Its ``foreachBatch`` function, :class:`IngestStage`, does everything else
-with batch DataFrames. For micro-batch ``N`` it runs these steps, in this order, each in the
-module named:
+``foreachBatch``). Its ``foreachBatch`` function, :class:`IngestStage`, does everything else.
+A micro-batch of at most :attr:`AnalyticsSettings.driver_rows` lines (the live path,
+``driver.py``) runs one Spark job that collects its parsed and classified rows as Arrow, and
+the steps below on the driver with :mod:`logstream.analytics.arrow`; a larger one (a
+backfill's) runs them with batch DataFrames. Either way, for micro-batch ``N`` the steps run
+in this order (the Spark forms in the module named):
 
 1. **Skip a delivered batch** (``stage.py``). If snapshot ``N`` exists
-   (:mod:`logstream.pipeline.state`), the batch was delivered before a crash: nothing to do.
+   (:mod:`logstream.pipeline.state`), the batch was delivered before a crash: nothing to do,
+   if Spark planned it over the same input (:mod:`logstream.pipeline.checkpoint`: refused
+   otherwise). A batch begun is recorded with the offsets it is delivered over first.
 2. **Reference tables** (``stage.py``). When a reference-data output is on, the versions of
    the reference tables the batch uses are chosen and recorded before anything is written
    (:meth:`logstream.reference.ReferenceTables.for_batch`): a replay enriches the same way.
@@ -58,7 +63,8 @@ module named:
 9. **Snapshot** (``commit.py``). The open panes, open sessions and detector state are
    written as snapshot ``N``, the batch's last write.
 
-``stage.py`` holds :class:`IngestStage`, whose ``__call__`` runs the steps in order;
+``stage.py`` holds :class:`IngestStage`, whose ``__call__`` runs the steps in order (and
+chooses the path); ``driver.py`` the live path's steps;
 ``context.py`` its base, what the steps share (they take it, not the stage);
 ``settings.py`` the settings and names they share; ``faults.py`` the crash drills' fault
 injection (:func:`fault_hook`).
