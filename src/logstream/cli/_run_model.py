@@ -45,6 +45,14 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         None,
         "Kafka bootstrap servers.",
     ),
+    "kafka_fail_on_data_loss": (
+        True,
+        "With --kafka: stop when unread messages were deleted (retention).",
+    ),
+    "kafka_max_offsets_per_trigger": (
+        None,
+        "With --kafka: messages per micro-batch at most.",
+    ),
     "kafka_topic": (
         None,
         "Kafka topic.",
