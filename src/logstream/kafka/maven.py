@@ -70,8 +70,9 @@ MANIFEST = "jars.txt"
 #: Seconds one Maven run may take (a first run downloads the plugin and the jars).
 MAVEN_TIMEOUT_S = 900.0
 
-# a jar's artifact id: its name up to the version (``spark-tags_2.13-4.2.0.jar``)
-_ARTIFACT_ID = re.compile(r"^(.+?)-\d[^/]*\.jar$")
+# a jar's artifact id: its name up to the last ``-`` that starts a dotted version
+# (``spark-sql-kafka-0-10_2.13-4.2.0.jar``, ``zstd-jni-1.5.7-7.jar``)
+_ARTIFACT_ID = re.compile(r"^(.+)-\d+(?:\.\d+)+[^/]*\.jar$")
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,8 @@ def artifact_id(jar_name: str) -> str | None:
     'spark-tags_2.13'
     >>> artifact_id("zstd-jni-1.5.7-7.jar")
     'zstd-jni'
+    >>> artifact_id("spark-sql-kafka-0-10_2.13-4.2.0.jar")
+    'spark-sql-kafka-0-10_2.13'
     """
     match = _ARTIFACT_ID.match(jar_name)
     return match.group(1) if match else None
