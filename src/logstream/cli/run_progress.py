@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
+from logstream.monitoring.kafka import KAFKA_LOST
 from logstream.units import plural
 
 __all__ = ["follow_losses_text", "kafka_text", "print_summary", "progress_printer"]
@@ -107,7 +108,7 @@ def print_summary(console: Console, pipeline: Any, outputs: str) -> None:
         + (
             f"; {plural(int(lost), 'Kafka message')} deleted before they were read"
             if pipeline.cfg.source == "kafka"
-            and (lost := pipeline.store.get_state("kafka_lost_messages"))
+            and (lost := pipeline.store.get_state(KAFKA_LOST))
             else ""
         )
     )

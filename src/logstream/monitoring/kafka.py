@@ -22,7 +22,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["kafka_progress"]
+__all__ = ["KAFKA_LOST", "KAFKA_STATE", "kafka_progress", "kafka_source"]
+
+#: ``pipeline_state`` keys of the Kafka source: its latest progress (JSON, with its
+#: ``batch_id``), and the messages it could not read because they were deleted (a running
+#: total, ``--allow-data-loss``), kept by :func:`logstream.monitoring.listener.record_kafka`.
+KAFKA_STATE = "kafka_source"
+KAFKA_LOST = "kafka_lost_messages"
 
 
 def _offsets(text: str | None) -> dict[str, dict[str, int]]:
@@ -94,3 +100,16 @@ def _finite(value: float | None) -> float | None:
     if value is None or value != value or value in (float("inf"), float("-inf")):
         return None
     return float(value)
+
+
+def kafka_source(state: dict[str, str]) -> dict[str, Any] | None:
+    """The Kafka source as the serving store keeps it (``pipeline_state``): its latest
+    :func:`kafka_progress` with ``batch_id``, and ``lost`` the running total of messages
+    deleted before they were read; None without a Kafka source (or unreadable)."""
+    try:
+        kafka = json.loads(state.get(KAFKA_STATE) or "null")
+    except ValueError:
+        return None
+    if not isinstance(kafka, dict):
+        return None
+    return {**kafka, "lost": int(state.get(KAFKA_LOST) or 0)}

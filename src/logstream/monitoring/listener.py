@@ -23,10 +23,10 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from logstream.monitoring.kafka import kafka_progress
+from logstream.monitoring.kafka import KAFKA_LOST, KAFKA_STATE, kafka_progress
 from logstream.serving import ServingStore
 
-__all__ = ["KAFKA_LOST", "KAFKA_STATE", "ProgressListener", "progress_row", "record_kafka"]
+__all__ = ["ProgressListener", "progress_row", "record_kafka"]
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +84,6 @@ def _follow_losses(sources: list[Any]) -> dict[str, int] | None:
         if isinstance(end, dict) and "lost_bytes" in end and "files" in end:
             return {key: int(end.get(key) or 0) for key in FOLLOW_LOSS_KEYS}
     return None
-
-
-#: ``pipeline_state`` keys of the Kafka source: its latest progress (JSON), and the messages
-#: it could not read because they were deleted (a running total, ``--allow-data-loss``).
-KAFKA_STATE = "kafka_source"
-KAFKA_LOST = "kafka_lost_messages"
 
 
 def record_kafka(store: ServingStore, batch_id: int, kafka: dict[str, Any]) -> None:
