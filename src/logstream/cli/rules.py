@@ -110,7 +110,10 @@ def rules(
     from logstream.session import get_spark
 
     # Spark's Kafka connector for a kafka:// sink only (docs/kafka.md)
-    spark = get_spark(SparkSettings(master=master, kafka=cfg.sink_kind == "kafka"))
+    kafka = cfg.sink_kind == "kafka"
+    spark = get_spark(
+        SparkSettings(master=master, kafka=kafka) if master else SparkSettings(kafka=kafka)
+    )
     query = start_alert_query(spark, cfg)
     err_console.print(
         f"rule alerts: {cfg.source} → {cfg.sink_kind} with the {cfg.trigger.kind} trigger "
