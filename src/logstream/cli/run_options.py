@@ -198,11 +198,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         min=1,
     ),
     _option(
-        "kafka_fail_on_data_loss",
+        "kafka_allow_data_loss",
         bool,
-        "--fail-on-data-loss/--allow-data-loss",
+        "--allow-data-loss",
         INPUT,
-        field="kafka_fail_on_data_loss",
+        field="kafka_allow_data_loss",
     ),
     _option("rate", int | None, "--rate", INPUT, metavar="N", field="rate", min=1),
     _option(

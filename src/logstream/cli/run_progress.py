@@ -107,8 +107,7 @@ def print_summary(console: Console, pipeline: Any, outputs: str) -> None:
         + (follow_losses_text(pipeline.store.follow_losses()) if pipeline.cfg.follow else "")
         + (
             f"; {plural(int(lost), 'Kafka message')} deleted before they were read"
-            if pipeline.cfg.source == "kafka"
-            and (lost := pipeline.store.get_state(KAFKA_LOST))
+            if pipeline.cfg.source == "kafka" and (lost := pipeline.store.get_state(KAFKA_LOST))
             else ""
         )
     )

@@ -142,9 +142,9 @@ class PipelineConfig(BaseModel):
     kafka_max_offsets_per_trigger : int, optional
         Messages per micro-batch of the Kafka source at most (Spark's
         ``maxOffsetsPerTrigger``, shared between the partitions); None: everything available.
-    kafka_fail_on_data_loss : bool
-        Stop the run when unread messages of the topic were deleted (retention), with their
-        count (default, Spark's ``failOnDataLoss``); False: go on without them, counted.
+    kafka_allow_data_loss : bool
+        Go on without unread messages of the topic that were deleted (retention), counted;
+        False (default, Spark's ``failOnDataLoss``): stop the run with their count.
     rate : int, optional
         Lines per second of ``source="rate"``.
     rate_sample : Path, optional
@@ -259,11 +259,11 @@ class PipelineConfig(BaseModel):
     kafka_bootstrap: str | None = Field(default=None, description="Kafka bootstrap servers.")
     kafka_topic: str | None = Field(default=None, description="Kafka topic.")
     kafka_max_offsets_per_trigger: int | None = Field(
-        default=None, ge=1, description="With --kafka: messages per micro-batch at most."
+        default=None, ge=1, description="With --kafka: messages per micro-batch."
     )
-    kafka_fail_on_data_loss: bool = Field(
-        default=True,
-        description="With --kafka: stop when unread messages were deleted (retention).",
+    kafka_allow_data_loss: bool = Field(
+        default=False,
+        description="With --kafka: skip unread messages retention deleted.",
     )
     rate: int | None = Field(
         default=None,
@@ -524,7 +524,7 @@ class PipelineConfig(BaseModel):
         if self.source == "kafka" and not (self.kafka_bootstrap and self.kafka_topic):
             raise ValueError("the Kafka source needs --kafka HOST:PORT and --topic TOPIC")
         if self.source != "kafka" and (
-            self.kafka_max_offsets_per_trigger is not None or not self.kafka_fail_on_data_loss
+            self.kafka_max_offsets_per_trigger is not None or self.kafka_allow_data_loss
         ):
             raise ValueError(
                 "--max-offsets-per-trigger and --allow-data-loss are options of the Kafka "

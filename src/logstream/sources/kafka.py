@@ -15,11 +15,11 @@ value is one log line, parsed by the same ingest query as a directory's lines. W
   checkpoint's own offsets always win over it.
 * **Deleted unread messages** (the topic's retention, ``retention.ms``/``retention.bytes``,
   deleted records the pipeline had not read yet): at start, :func:`check_unread` compares the
-  checkpoint's next offsets with the topic's earliest offsets. With ``fail_on_data_loss`` (the
-  default, Spark's ``failOnDataLoss``) the run stops before any query with
+  checkpoint's next offsets with the topic's earliest offsets. By default (Spark's
+  ``failOnDataLoss``) the run stops before any query with
   :class:`KafkaDataLossError`: the count, the offsets and the fix, no stack trace. The same
   message replaces Spark's own failure when retention deletes them while the query runs
-  (:func:`data_loss_error`). With ``fail_on_data_loss=False`` (``--allow-data-loss``) Spark
+  (:func:`data_loss_error`). With ``kafka_allow_data_loss`` (``--allow-data-loss``) Spark
   skips to the earliest offset still there and the count is reported (a warning at start, and
   per micro-batch the offsets a batch covered but could not read:
   :func:`logstream.monitoring.kafka.kafka_progress`).
@@ -235,14 +235,14 @@ def check_kafka_source(cfg: PipelineConfig, warn: bool = False) -> DataLoss | No
     ConfigError
         When no broker of ``kafka_bootstrap`` answers.
     KafkaDataLossError
-        When unread messages were deleted and ``kafka_fail_on_data_loss`` is on.
+        When unread messages were deleted and ``kafka_allow_data_loss`` is off.
     """
     from logstream.kafka.client import wait_reachable
 
     assert cfg.kafka_bootstrap is not None and cfg.kafka_topic is not None
     wait_reachable(cfg.kafka_bootstrap)
     loss = check_unread(cfg.state_dir / "ingest", cfg.kafka_bootstrap, cfg.kafka_topic)
-    if loss is not None and cfg.kafka_fail_on_data_loss:
+    if loss is not None and not cfg.kafka_allow_data_loss:
         raise _error(loss, "before reading")
     if loss is not None and warn:
         log.warning("%s: going on without them (--allow-data-loss)", loss.describe())
@@ -258,7 +258,7 @@ def kafka_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
         A session with Spark's Kafka connector (``SparkSettings(kafka=True)``).
     cfg : PipelineConfig
         ``kafka_bootstrap``, ``kafka_topic``, ``kafka_max_offsets_per_trigger``,
-        ``kafka_fail_on_data_loss`` and ``state_dir`` (the checkpoint is ``STATE/ingest``).
+        ``kafka_allow_data_loss`` and ``state_dir`` (the checkpoint is ``STATE/ingest``).
 
     Returns
     -------
@@ -285,7 +285,7 @@ def kafka_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
         .option("kafka.bootstrap.servers", cfg.kafka_bootstrap)
         .option("subscribe", cfg.kafka_topic)
         .option("startingOffsets", "earliest")
-        .option("failOnDataLoss", str(cfg.kafka_fail_on_data_loss).lower())
+        .option("failOnDataLoss", str(not cfg.kafka_allow_data_loss).lower())
     )
     if cfg.kafka_max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", cfg.kafka_max_offsets_per_trigger)
