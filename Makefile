@@ -4,9 +4,12 @@
 #               stops it, DURATION=90s stops it after that long; RUN_ARGS="..." adds
 #               options of 'logstream run' (e.g. RUN_ARGS="--port 8060")
 #   make test   set up everything, then run the test suite
-# Set-up is idempotent: a virtual environment in .venv, Java 17 via apt-get when missing, the
-# JVM's class-data archive in ~/.cache/logstream/jvm (python -m logstream.pipeline.archive;
-# once, about a minute).
+#   make kafka  a one-node Apache Kafka broker on 127.0.0.1:9092 (KRaft) until Ctrl-C, its
+#               files in out/kafka (docs/kafka.md)
+# Set-up is idempotent: a virtual environment in .venv, Java 17 and Maven via apt-get when
+# missing, the JVM's class-data archive in ~/.cache/logstream/jvm (python -m
+# logstream.pipeline.archive; once, about a minute), and Spark's Kafka connector and Apache
+# Kafka's jars in ~/.cache/logstream/maven (python -m logstream.kafka.maven; once, about 15 s).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -21,7 +24,7 @@ export LOGSTREAM_DATA_DIR ?= $(abspath ../shared/data)
 NASA_DAY := $(LOGSTREAM_DATA_DIR)/NASA_access_log_Jul95_day09.log.gz
 OUT    ?= out
 
-.PHONY: setup run report test lint bench package clean
+.PHONY: setup run report test lint bench package clean kafka
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +35,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 	@scripts/ensure-java.sh
+	@scripts/ensure-maven.sh
+	@$(PY) -m logstream.kafka.maven 2>$(VENV)/kafka-jars.log || { cat $(VENV)/kafka-jars.log >&2; exit 1; }
 	@$(PY) -m logstream.pipeline.archive 2>$(VENV)/jvm-archive.log
+
+kafka: setup
+	$(PY) -m logstream.kafka.broker run --dir $(OUT)/kafka
 
 run: setup
 	$(VENV)/bin/logstream run $(if $(DURATION),--duration $(DURATION)) $(RUN_ARGS)

@@ -104,6 +104,7 @@ def crlf_log() -> Path:
 #: the two workers end together on short modules instead of one running a drill alone at the end.
 SLOWEST_MODULES = (
     "tests/pipeline/test_recovery.py",
+    "tests/kafka/test_kafka_broker.py",
     "tests/pipeline/test_rotation_drill.py",
     "tests/dstream/test_recovery.py",
     "tests/test_demo.py",

@@ -142,6 +142,11 @@ class SparkSettings(BaseModel):
         (``false`` switches it off, as the tests do), else on.
     extra : dict of str to str
         Any other Spark configuration, applied last (``--conf`` style).
+    kafka : bool
+        Put Spark's Kafka connector on the classpath of a session logstream starts
+        (``spark.jars``: its jars from the cache of :mod:`logstream.kafka.maven`, fetched the
+        first time). Off, the default, the session loads nothing of it: a run without a Kafka
+        source or sink does not pay for it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -153,6 +158,7 @@ class SparkSettings(BaseModel):
         default_factory=lambda: os.environ.get("LOGSTREAM_SPARK_UI", "true").lower() != "false"
     )
     extra: dict[str, str] = Field(default_factory=dict)
+    kafka: bool = False
 
     @field_validator("master")
     @classmethod

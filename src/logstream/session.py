@@ -57,6 +57,7 @@ __all__ = [
     "get_spark",
     "is_worker_start_timeout",
     "kafka_available",
+    "kafka_jars",
     "session_conf",
 ]
 
@@ -170,9 +171,42 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     return conf
 
 
-#: Spark's Kafka connector, which users add with ``spark-submit --packages`` (the Kafka
-#: source and sink).
-KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0"
+#: Spark's Kafka connector (the Kafka source and sink), at PySpark's exact version: a session
+#: logstream starts with ``SparkSettings(kafka=True)`` gets its jars from the cache
+#: (:func:`kafka_jars`); under ``spark-submit``, ``--packages`` adds it. Maven Central serves it
+#: up to Spark 4.2.0, hence ``pyspark==4.2.0`` (docs/kafka.md).
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+_JARS = "spark.jars"
+
+
+def kafka_jars(jars: str | None = None, packages: str | None = None) -> str | None:
+    """The ``spark.jars`` of a session that reads or writes Kafka.
+
+    Parameters
+    ----------
+    jars : str, optional
+        ``spark.jars`` set by the user (comma-separated), kept first.
+    packages : str, optional
+        ``spark.jars.packages`` set by the user.
+
+    Returns
+    -------
+    str or None
+        ``jars`` with the connector's cached jars (:func:`logstream.kafka.maven.jars`)
+        appended; unchanged when the user already adds the connector.
+
+    Raises
+    ------
+    ConfigError
+        When the jars are not cached and Maven cannot fetch them (the message says how).
+    """
+    given = ",".join(filter(None, (jars, packages)))
+    if "spark-sql-kafka" in given:
+        return jars
+    from logstream.kafka.maven import connector
+    from logstream.kafka.maven import jars as cached_jars
+
+    return ",".join(filter(None, [jars, *(str(p) for p in cached_jars(connector()))]))
 
 
 def kafka_available(spark: SparkSession) -> bool:
@@ -243,6 +277,13 @@ def get_spark(
     if loopback:  # issue 36: nothing of a laptop's Spark answers from another address
         for key in _ADDRESS_KEYS:
             conf.set(key, LOOPBACK)
+    own_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+    if settings.kafka and own_jvm:
+        # the connector joins the session's class loader, not the JVM's class path: the
+        # class-data archive (keyed by the class path) still maps
+        jars = kafka_jars(conf.get(_JARS, None), conf.get("spark.jars.packages", None))
+        if jars:
+            conf.set(_JARS, jars)
     with SparkContext._lock:
         if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
             # a JVM of our own (under spark-submit it is already there): the UI's address is

@@ -41,9 +41,17 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         None,
         "Watch this directory for log files (plain or .gz).",
     ),
+    "kafka_allow_data_loss": (
+        False,
+        "With --kafka: skip unread messages retention deleted.",
+    ),
     "kafka_bootstrap": (
         None,
         "Kafka bootstrap servers.",
+    ),
+    "kafka_max_offsets_per_trigger": (
+        None,
+        "With --kafka: messages per micro-batch.",
     ),
     "kafka_topic": (
         None,

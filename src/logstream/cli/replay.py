@@ -1,5 +1,5 @@
-"""``logstream replay``: replay real logs as a live stream (TCP server, chunk directory, or a
-growing, rotated log file)."""
+"""``logstream replay``: replay real logs as a live stream (TCP server, chunk directory, a
+growing, rotated log file, or a Kafka topic)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,26 @@ RotateEveryOption = Annotated[
         "much event time (1h, 3h, 1d).",
     ),
 ]
+KafkaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kafka",
+        metavar="HOST:PORT",
+        help="Publish each line as one message to Kafka's --topic (key null, round-robin "
+        "over the partitions; for logstream run --kafka).",
+    ),
+]
+TopicOption = Annotated[
+    str | None, typer.Option("--topic", metavar="TOPIC", help="With --kafka: the topic.")
+]
+PartitionsOption = Annotated[
+    int,
+    typer.Option(
+        "--partitions",
+        min=1,
+        help="With --kafka: partitions of the topic when it is created here.",
+    ),
+]
 WaitOption = Annotated[
     bool,
     typer.Option(
@@ -75,8 +95,11 @@ def make_sink(
     wait: bool,
     file: Path | None = None,
     rotate_every: str = "3h",
+    kafka: str | None = None,
+    topic: str | None = None,
+    partitions: int = 1,
 ) -> LineSink:
-    """Build the TCP, chunk-directory or rotating-file sink named by the options (one)."""
+    """Build the TCP, chunk-directory, rotating-file or Kafka sink named by the options (one)."""
     from logstream.replay import (
         ChunkDirSink,
         RotatingFileSink,
@@ -85,8 +108,27 @@ def make_sink(
         parse_host_port,
     )
 
-    if sum(x is not None for x in (tcp, directory, file)) != 1:
-        raise ConfigError("give exactly one output: --tcp HOST:PORT, --dir DIR or --file PATH")
+    if sum(x is not None for x in (tcp, directory, file, kafka)) != 1:
+        raise ConfigError(
+            "give exactly one output: --tcp HOST:PORT, --dir DIR, --file PATH or "
+            "--kafka HOST:PORT --topic TOPIC"
+        )
+    if (topic is not None) != (kafka is not None):
+        raise ConfigError("--kafka HOST:PORT and --topic TOPIC go together: give both")
+    if kafka is not None:
+        from logstream.replay.kafka import KafkaLineSink
+        from logstream.sinks.spec import sink_spec
+
+        assert topic is not None
+        try:
+            spec = sink_spec(f"kafka://{kafka}/{topic}")  # checks HOST:PORT and the topic
+        except ConfigError:
+            raise ConfigError(
+                f"--kafka {kafka!r} --topic {topic!r}: give the brokers as HOST:PORT[,HOST:PORT…] "
+                "and a topic of letters, digits, '.', '_' and '-' (e.g. --kafka 127.0.0.1:9092 "
+                "--topic weblog)"
+            ) from None
+        return KafkaLineSink(spec.bootstrap, spec.topic, partitions)
     if file is not None:
         if file.is_dir():
             raise ConfigError(f"--file {str(file)!r} is a directory; give the log file's path")
@@ -106,7 +148,10 @@ def make_sink(
 def describe_sink(sink: object) -> str:
     """``tcp://HOST:PORT``, the chunk directory or the rotating file, for messages."""
     from logstream.replay import RotatingFileSink, TcpLineServer
+    from logstream.replay.kafka import KafkaLineSink
 
+    if isinstance(sink, KafkaLineSink):
+        return f"kafka://{sink.bootstrap}/{sink.topic}"
     if isinstance(sink, TcpLineServer):
         return f"tcp://{sink.address[0]}:{sink.address[1]}"
     if isinstance(sink, RotatingFileSink):
@@ -199,6 +244,9 @@ def replay(
     directory: DirOption = None,
     file: FileOption = None,
     rotate_every: RotateEveryOption = "3h",
+    kafka: KafkaOption = None,
+    topic: TopicOption = None,
+    partitions: PartitionsOption = 1,
     speedup: SpeedupOption = None,
     rate: RateOption = None,
     loop: LoopOption = False,
@@ -251,6 +299,9 @@ def replay(
         wait=wait,
         file=file,
         rotate_every=rotate_every,
+        kafka=kafka,
+        topic=topic,
+        partitions=partitions,
     )
     pace = (
         f"rate {options.rate_per_s:g} lines/s"

@@ -109,7 +109,11 @@ def rules(
     from logstream.rules.query import start_alert_query
     from logstream.session import get_spark
 
-    spark = get_spark(SparkSettings(master=master) if master else None)
+    # Spark's Kafka connector for a kafka:// sink only (docs/kafka.md)
+    kafka = cfg.sink_kind == "kafka"
+    spark = get_spark(
+        SparkSettings(master=master, kafka=kafka) if master else SparkSettings(kafka=kafka)
+    )
     query = start_alert_query(spark, cfg)
     err_console.print(
         f"rule alerts: {cfg.source} → {cfg.sink_kind} with the {cfg.trigger.kind} trigger "

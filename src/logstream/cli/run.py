@@ -220,12 +220,20 @@ def _plan(v: dict[str, Any]) -> _Plan:
     cfg = None
     if source is not None:
         cfg = _pipeline_config(v, source)
+        if cfg.source == "kafka":  # the broker answers, no unread message was deleted
+            from logstream.sources.kafka import check_kafka_source
+
+            check_kafka_source(cfg)
         # a store or output directory of another checkpoint stops the run before the JVM
         # starts (a refused run creates no store file; the store is closed again: the pipeline
         # opens its own, and a PostgreSQL pool is not left open)
         from logstream.pipeline.identity import claim_store
 
         claim_store(cfg.state_dir, cfg.output_dir, cfg.store_url)
+    if cfg is not None and (
+        cfg.source == "kafka" or any(url.startswith("kafka://") for url in cfg.sinks)
+    ):  # Spark's Kafka connector only for a run that reads or writes Kafka (docs/kafka.md)
+        settings = settings.model_copy(update={"kafka": True})
     return _Plan(demo, duration_s, rotate_every_s, with_dashboard, settings, cfg)
 
 

@@ -175,13 +175,34 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     _option(
         "kafka_bootstrap",
         str | None,
-        "--kafka-bootstrap",
+        "--kafka-bootstrap --kafka",
         INPUT,
         metavar="SERVERS",
         field="kafka_bootstrap",
     ),
     _option(
-        "kafka_topic", str | None, "--kafka-topic", INPUT, metavar="TOPIC", field="kafka_topic"
+        "kafka_topic",
+        str | None,
+        "--kafka-topic --topic",
+        INPUT,
+        metavar="TOPIC",
+        field="kafka_topic",
+    ),
+    _option(
+        "kafka_max_offsets_per_trigger",
+        int | None,
+        "--max-offsets-per-trigger",
+        INPUT,
+        metavar="N",
+        field="kafka_max_offsets_per_trigger",
+        min=1,
+    ),
+    _option(
+        "kafka_allow_data_loss",
+        bool,
+        "--allow-data-loss",
+        INPUT,
+        field="kafka_allow_data_loss",
     ),
     _option("rate", int | None, "--rate", INPUT, metavar="N", field="rate", min=1),
     _option(

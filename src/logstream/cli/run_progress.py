@@ -7,9 +7,10 @@ from typing import Any
 
 from rich.console import Console
 
+from logstream.monitoring.kafka import KAFKA_LOST
 from logstream.units import plural
 
-__all__ = ["follow_losses_text", "print_summary", "progress_printer"]
+__all__ = ["follow_losses_text", "kafka_text", "print_summary", "progress_printer"]
 
 
 def follow_losses_text(losses: dict[str, int] | None) -> str:
@@ -29,6 +30,20 @@ def follow_losses_text(losses: dict[str, int] | None) -> str:
         f"; [yellow]{plural(lost, 'byte')} (~{plural(lines, 'line')}) lost to rotation"
         "[/yellow] (docs/follow.md)"
     )
+
+
+def kafka_text(kafka: dict[str, Any] | None) -> str:
+    """``; Kafka lag 120`` (and the messages lost, when any) of a progress row's Kafka
+    source (:func:`logstream.monitoring.kafka.kafka_progress`), else ``""``."""
+    if not kafka:
+        return ""
+    text = "" if kafka.get("lag") is None else f"; Kafka lag {kafka['lag']:,}"
+    if kafka.get("lost"):
+        text += (
+            f"; [yellow]{plural(kafka['lost'], 'message')} deleted before they were read"
+            "[/yellow] (docs/kafka.md)"
+        )
+    return text
 
 
 def progress_printer(console: Console, ref: list[Any]) -> Any:
@@ -72,6 +87,7 @@ def progress_printer(console: Console, ref: list[Any]) -> Any:
                 else ""
             )
             + follow_losses_text(row.get("follow_losses"))
+            + kafka_text(row.get("kafka"))
         )
 
     return show
@@ -89,4 +105,9 @@ def print_summary(console: Console, pipeline: Any, outputs: str) -> None:
         f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
         f"quarantined, {dedup}, in {plural(t.batches, 'micro-batch')}; {outputs}"
         + (follow_losses_text(pipeline.store.follow_losses()) if pipeline.cfg.follow else "")
+        + (
+            f"; {plural(int(lost), 'Kafka message')} deleted before they were read"
+            if pipeline.cfg.source == "kafka" and (lost := pipeline.store.get_state(KAFKA_LOST))
+            else ""
+        )
     )

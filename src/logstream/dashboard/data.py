@@ -82,6 +82,7 @@ from logstream.dashboard.model import (
     store_path_from_url,
 )
 from logstream.errors import ConfigError
+from logstream.monitoring.kafka import kafka_source
 from logstream.serving import ServingStore, shared_reader, store_location
 from logstream.serving.read_errors import READ_ERRORS, read_failure
 from logstream.serving.reader import FOLLOW_LOSS_KEYS, StoreReader, follow_losses
@@ -346,6 +347,7 @@ def _describe(
     whether its last micro-batch is stale."""
     snap.source_label = state.get("source_label")
     snap.follow_losses = losses
+    snap.kafka = kafka_source(state)
     if state.get("dedup") in ("true", "false"):
         snap.dedup = state["dedup"] == "true"
     if "queries" in state:

@@ -465,6 +465,18 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
                 warn=lost["follow_lost_bytes"] > 0,
             )
         )
+    if snap.kafka:  # the Kafka source: its lag, as the directory source shows none
+        k = snap.kafka
+        cards.append(
+            _kpi(
+                "kafka-lag",
+                "Kafka lag",
+                fmt_number(k.get("lag")),
+                f"messages not read yet, {plural(len(k.get('partitions') or []), 'partition')}"
+                + (f"; {fmt_number(k['lost'])} deleted before read" if k.get("lost") else ""),
+                warn=bool(k.get("lost")),
+            )
+        )
     if h is not None:
         # every tile of a micro-batch is that of the "Last micro-batch" tile (one read)
         batch = "last batch" if h.last_batch_id is None else f"batch #{h.last_batch_id}"

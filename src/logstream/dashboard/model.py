@@ -474,6 +474,10 @@ class Snapshot:
     #: what the follow source could not read (``pipeline_state``: :data:`FOLLOW_LOSS_KEYS`);
     #: empty when the store records none (another source, or an older run)
     follow_losses: dict[str, int] = field(default_factory=dict)
+    #: the Kafka source's latest offsets and lag per partition, rows/s and the messages it
+    #: could not read (``pipeline_state``: :func:`logstream.monitoring.kafka.kafka_progress`
+    #: and ``lost``, a running total); None without a Kafka source
+    kafka: dict[str, Any] | None = None
 
     @property
     def lost_bytes(self) -> int:

@@ -563,6 +563,44 @@ def _watermark_cell(row: dict[str, Any]) -> str:
     return (plot_time(row.get("watermark")) or "")[:19]
 
 
+def _kafka_table(snap: Snapshot) -> list[Any]:
+    """The Kafka source's partitions, as the ingest query last read them: the offset read
+    to, the newest offset and the lag (messages not read yet); rows/s and lost messages in
+    the heading. Nothing without a Kafka source."""
+    k = snap.kafka
+    if not k:
+        return []
+    lost = f"; {plural(k['lost'], 'message')} deleted before they were read" if k["lost"] else ""
+    title = (
+        f"Kafka topic {k.get('topic')} (batch {k.get('batch_id')}): "
+        f"{fmt_number(k.get('input_rows_per_s'))} rows/s in, "
+        f"{fmt_number(k.get('processed_rows_per_s'))} processed, lag {fmt_number(k.get('lag'))}"
+        + lost
+    )
+    rows = [
+        {
+            "partition": p["partition"],
+            "offset": fmt_number(p.get("offset")),
+            "latest": fmt_number(p.get("latest")),
+            "lag": fmt_number(p.get("lag")),
+        }
+        for p in k.get("partitions") or []
+    ]
+    return [
+        html.H3(title, id="kafka-heading"),
+        _records_table(
+            "kafka-table",
+            [
+                ("partition", "partition", "n"),
+                ("offset", "offset read to", "n"),
+                ("latest", "latest offset", "n"),
+                ("lag", "lag (messages)", "n"),
+            ],
+            rows,
+        ),
+    ]
+
+
 def health_table(snap: Snapshot) -> list[Any]:
     """Latest progress row of each streaming query."""
     heading = html.H2("Streaming queries (latest progress)")
@@ -585,6 +623,7 @@ def health_table(snap: Snapshot) -> list[Any]:
     ]
     return [
         heading,
+        *_kafka_table(snap),
         _records_table(
             "health-table",
             [

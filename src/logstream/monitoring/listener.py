@@ -23,9 +23,10 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from logstream.monitoring.kafka import KAFKA_LOST, KAFKA_STATE, kafka_progress
 from logstream.serving import ServingStore
 
-__all__ = ["ProgressListener", "progress_row"]
+__all__ = ["ProgressListener", "progress_row", "record_kafka"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,9 @@ def progress_row(progress: Any) -> dict[str, Any]:
         query's stateful operators), ``duplicates_dropped`` (the deduplication operator's
         ``numDroppedDuplicateRows``; None without one) and ``follow_losses`` (the follow
         source's running ``truncations``, ``lost_bytes``, ``lost_lines`` and ``lost_files``
-        from its end offset, see ``docs/follow.md``; None without that source).
+        from its end offset, see ``docs/follow.md``; None without that source) and
+        ``kafka`` (the Kafka source's offsets, lag per partition, rows/s and lost messages:
+        :func:`logstream.monitoring.kafka.kafka_progress`; None without that source).
     """
     event_time = progress.eventTime or {}
     ops = list(progress.stateOperators or [])
@@ -63,6 +66,7 @@ def progress_row(progress: Any) -> dict[str, Any]:
         "dropped_by_watermark": sum(op.numRowsDroppedByWatermark for op in ops) if ops else None,
         "duplicates_dropped": _duplicates_dropped(ops),
         "follow_losses": _follow_losses(progress.sources or []),
+        "kafka": kafka_progress(progress.sources or []),
     }
 
 
@@ -80,6 +84,15 @@ def _follow_losses(sources: list[Any]) -> dict[str, int] | None:
         if isinstance(end, dict) and "lost_bytes" in end and "files" in end:
             return {key: int(end.get(key) or 0) for key in FOLLOW_LOSS_KEYS}
     return None
+
+
+def record_kafka(store: ServingStore, batch_id: int, kafka: dict[str, Any]) -> None:
+    """Keep a Kafka source's latest offsets and lag, and add its lost messages, in the store's
+    ``pipeline_state`` (the dashboard and Prometheus read them)."""
+    values = {KAFKA_STATE: json.dumps({**kafka, "batch_id": batch_id})}
+    if kafka.get("lost"):
+        values[KAFKA_LOST] = str(int(store.get_state(KAFKA_LOST) or 0) + int(kafka["lost"]))
+    store.set_state(values)
 
 
 def _duplicates_dropped(ops: list[Any]) -> int | None:
@@ -163,6 +176,8 @@ class ProgressListener(StreamingQueryListener):
                         self.store.record_duplicates(row["batch_id"], row["duplicates_dropped"])
                     if row.get("follow_losses"):
                         self.store.record_follow_losses(row["follow_losses"])
+                    if row.get("kafka"):
+                        record_kafka(self.store, row["batch_id"], row["kafka"])
             with contextlib.suppress(Exception):
                 if self.on_row is not None:
                     self.on_row(row)

@@ -36,6 +36,12 @@ name                                       type     meaning
 ``logstream_follow_lost_lines``            gauge    lines lost to rotation (an estimate)
 ``logstream_follow_lost_files``            gauge    files gone before they were read whole
 ``logstream_follow_truncations``           gauge    truncations of followed files seen
+``logstream_kafka_offset``                 gauge    by ``topic``, ``partition``: the offset the
+                                                    Kafka source read to (``--kafka``)
+``logstream_kafka_lag``                    gauge    by ``topic``, ``partition``: messages
+                                                    published but not read yet
+``logstream_kafka_lost_messages``          gauge    messages deleted before they were read
+                                                    (``--allow-data-loss``; docs/kafka.md)
 =========================================  =======  ===========================================
 
 The follow gauges are running totals, exported only when the store records them (a run with
@@ -234,6 +240,38 @@ class StoreCollector(Collector):
                 family = GaugeMetricFamily(name, doc)
                 family.add_metric([], losses.get(key, 0))
                 yield family
+
+        yield from _kafka_gauges(read.state())
+
+
+def _kafka_gauges(state: dict[str, str]) -> Iterator[Metric]:
+    """The Kafka source's offset and lag per partition, and its lost messages (nothing
+    without a Kafka source)."""
+    from logstream.monitoring.kafka import kafka_source
+
+    kafka = kafka_source(state)
+    if kafka is None:
+        return
+    offset = GaugeMetricFamily(
+        "logstream_kafka_offset",
+        "Offset the Kafka source read to.",
+        labels=["topic", "partition"],
+    )
+    lag = GaugeMetricFamily(
+        "logstream_kafka_lag",
+        "Kafka messages published but not read yet.",
+        labels=["topic", "partition"],
+    )
+    for p in kafka.get("partitions") or []:
+        labels = [str(kafka.get("topic")), str(p["partition"])]
+        offset.add_metric(labels, p["offset"])
+        if p.get("lag") is not None:
+            lag.add_metric(labels, p["lag"])
+    lost = GaugeMetricFamily(
+        "logstream_kafka_lost_messages", "Kafka messages deleted before they were read."
+    )
+    lost.add_metric([], kafka["lost"])
+    yield from (offset, lag, lost)
 
 
 def scrape(store: Path | str | StoreCollector) -> bytes:

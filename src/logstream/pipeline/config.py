@@ -138,7 +138,13 @@ class PipelineConfig(BaseModel):
     socket : str, optional
         ``HOST:PORT`` of a server the socket source connects to.
     kafka_bootstrap, kafka_topic : str, optional
-        Kafka servers and topic, for ``source="kafka"``.
+        Kafka servers and topic, for ``source="kafka"`` (:mod:`logstream.sources.kafka`).
+    kafka_max_offsets_per_trigger : int, optional
+        Messages per micro-batch of the Kafka source at most (Spark's
+        ``maxOffsetsPerTrigger``, shared between the partitions); None: everything available.
+    kafka_allow_data_loss : bool
+        Go on without unread messages of the topic that were deleted (retention), counted;
+        False (default, Spark's ``failOnDataLoss``): stop the run with their count.
     rate : int, optional
         Lines per second of ``source="rate"``.
     rate_sample : Path, optional
@@ -256,6 +262,13 @@ class PipelineConfig(BaseModel):
     )
     kafka_bootstrap: str | None = Field(default=None, description="Kafka bootstrap servers.")
     kafka_topic: str | None = Field(default=None, description="Kafka topic.")
+    kafka_max_offsets_per_trigger: int | None = Field(
+        default=None, ge=1, description="With --kafka: messages per micro-batch."
+    )
+    kafka_allow_data_loss: bool = Field(
+        default=False,
+        description="With --kafka: skip unread messages retention deleted.",
+    )
     rate: int | None = Field(
         default=None,
         ge=1,
@@ -518,7 +531,14 @@ class PipelineConfig(BaseModel):
         if self.source == "socket" and self.socket is None:
             raise ValueError("the socket source needs --socket HOST:PORT")
         if self.source == "kafka" and not (self.kafka_bootstrap and self.kafka_topic):
-            raise ValueError("the Kafka source needs --kafka-bootstrap HOST:PORT and --kafka-topic")
+            raise ValueError("the Kafka source needs --kafka HOST:PORT and --topic TOPIC")
+        if self.source != "kafka" and (
+            self.kafka_max_offsets_per_trigger is not None or self.kafka_allow_data_loss
+        ):
+            raise ValueError(
+                "--max-offsets-per-trigger and --allow-data-loss are options of the Kafka "
+                "source: add --kafka HOST:PORT --topic TOPIC, or leave them out"
+            )
         if self.source == "rate" and self.rate is None:
             raise ValueError("the rate source needs --rate LINES_PER_SECOND")
         if self.rate_sample is not None and self.source != "rate":

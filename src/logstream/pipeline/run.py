@@ -66,6 +66,7 @@ from logstream.sinks import ensure_schema
 from logstream.sinks.gate import StopGate, is_stop_requested
 from logstream.sinks.route import OutputPublisher, check_sinks, parse_sink
 from logstream.sources import drop_duplicate_lines, stream_lines
+from logstream.sources.kafka import data_loss_error
 
 __all__ = ["Pipeline", "detect_file_format", "detect_stream_format"]
 
@@ -339,7 +340,7 @@ class Pipeline:
             error = query.exception()
             if error is not None and not is_stop_requested(error):
                 self.stop()
-                raised = _logstream_error(error)
+                raised = _logstream_error(error) or data_loss_error(self.cfg, error)
                 if raised is not None:
                     raise raised from None
                 raise error

@@ -19,10 +19,15 @@ from :data:`KEY_COLUMNS`; an output without key columns (``events``, ``late_even
 ``quarantine``) is keyed by the SHA-256 of its JSON value. Values: the row as a JSON object
 (``to_json(struct(*))``), timestamps in ISO 8601 UTC, binary columns in base64.
 
-Spark's Kafka connector is not part of the PySpark wheel: it is added at launch with
-``spark-submit --packages`` :data:`~logstream.session.KAFKA_PACKAGE` (or
-``spark.jars.packages``). :func:`check_kafka_sink` fails at start, before any query runs,
-when it is missing, as the Kafka source does. The technique is the book's Kafka sink
+Headers: ``output`` and ``batch_id``, so a consumer also sees which micro-batch wrote a record:
+a record written again by a replayed micro-batch has the same key, value and ``batch_id``.
+
+Spark's Kafka connector is not part of the PySpark wheel: ``logstream run`` with a
+``kafka://`` sink puts the cached jars (:mod:`logstream.kafka.maven`) on the session it
+starts; under ``spark-submit``, ``--packages`` :data:`~logstream.session.KAFKA_PACKAGE` adds
+it. :func:`check_kafka_sink` fails at start, before any query runs, when it is missing, as
+the Kafka source does. ``tests/kafka/test_kafka_broker.py`` runs it against a real broker
+(``docs/kafka.md``). The technique is the book's Kafka sink
 ("Stream Processing with Apache Spark", Ch. 11 "Structured Streaming Sinks", *The Kafka
 Sink*: a ``key`` and a ``value`` column, at-least-once).
 """
@@ -149,9 +154,10 @@ def check_kafka_sink(spark: SparkSession) -> None:
     """
     if not kafka_available(spark):
         raise ConfigError(
-            "a kafka:// sink needs Spark's Kafka connector, which is not on the classpath: "
-            f"launch with spark-submit --packages {KAFKA_PACKAGE} (or set spark.jars.packages), "
-            "or leave the kafka:// --sink out"
+            "a kafka:// sink needs Spark's Kafka connector, which is not on this session's "
+            "classpath: logstream run adds it to the session it starts; a session started "
+            f"before (a notebook, spark-submit) needs spark-submit --packages {KAFKA_PACKAGE} "
+            "(or set spark.jars.packages); or leave the kafka:// --sink out"
         )
 
 

@@ -147,7 +147,10 @@ def stream_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     InputPathError
         When the watched directory does not exist.
     ConfigError
-        When the Kafka source is asked for but the connector is not on the classpath.
+        When the Kafka source is asked for but the connector is not on the classpath, or
+        its broker is unreachable.
+    KafkaDataLossError
+        When unread messages of the topic were deleted and the run fails on data loss.
 
     Notes
     -----
@@ -161,8 +164,10 @@ def stream_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
       ``docs/follow.md``); ``max_bytes_per_trigger`` bounds a micro-batch.
     * Socket: Spark's ``socket`` source, as in the book's TCP example. It keeps no offsets,
       so it cannot replay after a failure: use it for demos, not for exactly-once.
-    * Kafka: Spark's own connector, ``subscribe`` to one topic, the message value as the line.
-      Not testable on a machine without the connector jar and a broker.
+    * Kafka: Spark's own connector, ``subscribe`` to one topic, the message value as the line,
+      offsets in the checkpoint, earliest on a new one; deleted unread messages are counted
+      and stop the run unless allowed (:mod:`logstream.sources.kafka`, ``docs/kafka.md``);
+      ``kafka_max_offsets_per_trigger`` bounds a micro-batch.
     * Rate: ``rate`` lines a second from a sample log or generated lines, stamped with the
       time they are made (:func:`rate_lines`); for load tests.
     """
@@ -197,19 +202,6 @@ def stream_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
         assert cfg.rate is not None
         sample = rate_sample(cfg.rate_sample)
         return rate_lines(spark, cfg.rate, sample).select("value", "source_file")
-    if not kafka_available(spark):
-        raise ConfigError(
-            "the Kafka source needs Spark's Kafka connector, which is not on the classpath: "
-            f"launch with spark-submit --packages {KAFKA_PACKAGE} (or set spark.jars.packages)"
-        )
-    return (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", cfg.kafka_bootstrap)
-        .option("subscribe", cfg.kafka_topic)
-        .option("startingOffsets", "earliest")
-        .load()
-        .select(
-            F.col("value").cast("string").alias("value"),
-            F.lit(None).cast("string").alias("source_file"),
-        )
-    )
+    from logstream.sources.kafka import kafka_lines
+
+    return kafka_lines(spark, cfg)
