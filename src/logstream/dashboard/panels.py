@@ -536,7 +536,9 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
     bad = [
         html.H2(f"Quarantined lines: {c.get('quarantined', 0):,}"),
         html.Div(
-            "Lines that did not parse, kept in quarantine/. Latest examples:", className="hint"
+            "Lines that did not parse or were stamped in the future (future_event_time), kept "
+            "in quarantine/. Latest examples:",
+            className="hint",
         ),
         _records_table(
             "quarantine-table",
