@@ -55,6 +55,7 @@ from logstream.pipeline.ingest import (
     IngestStage,
     IngestTotals,
 )
+from logstream.pipeline.ingest.driver import warm_up
 from logstream.pipeline.ingest.settings import stream_panels
 from logstream.pipeline.state import StateSnapshots
 from logstream.reference import ReferenceTables
@@ -230,6 +231,8 @@ class Pipeline:
             bot_model=self._bot_model(),
             publisher=self.publisher,
         )
+        if settings.driver_rows > 0:  # the live path's libraries, while the query starts
+            threading.Thread(target=warm_up, args=(settings,), daemon=True).start()
         self.listener = ProgressListener(self.store, self.on_progress)
         self.spark.streams.addListener(self.listener)
 

@@ -84,8 +84,9 @@ from logstream.serving import IngestBatchWrite
 
 if TYPE_CHECKING:
     from logstream.pipeline.ingest.context import StageContext
+    from logstream.pipeline.ingest.settings import AnalyticsSettings
 
-__all__ = ["DriverParts", "batch_rows", "deliver_on_driver", "driver_eligible"]
+__all__ = ["DriverParts", "batch_rows", "deliver_on_driver", "driver_eligible", "warm_up"]
 
 #: The measures of a live view's row, in the store's order.
 _LIVE_MEASURES = ("requests", "bytes", *(f"status_{c}xx" for c in "12345"), "errors")
@@ -109,6 +110,20 @@ def driver_eligible(stage: StageContext) -> bool:
         except re.error:
             return False
     return True
+
+
+def warm_up(settings: AnalyticsSettings) -> None:
+    """Load what the live path's first micro-batch uses (Arrow's compute kernels, the sketch
+    library, the user-agent rules and the GeoIP database the views read): run in a thread
+    while the JVM starts, so that the first micro-batch does not wait for them."""
+    import datasketches  # noqa: F401
+    import pyarrow.compute  # noqa: F401
+
+    views = settings.pane_spec().views
+    if "geolocation" in views:
+        classify.countries(pa.array(["192.0.2.1"]))
+    if "os" in views or "browsers" in views:
+        classify.families(pa.array(["Mozilla/5.0"]), None)
 
 
 @functools.cache
