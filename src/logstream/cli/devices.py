@@ -95,8 +95,7 @@ def run(
     """Run the device pipeline: registry join, per-device windows (mean, min, max), threshold
     alerts, and device state (online, silent, offline; room occupied or free).
 
-    Example: logstream devices run --input '../shared/data/occupancy_*.txt.gz'
-    --registry examples/reference/devices.csv
+    Example: logstream devices run --input 'data/occupancy_*.txt.gz' --output-dir out/devices
     """
     from logstream.devices import (
         DeviceConfig,

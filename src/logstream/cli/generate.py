@@ -146,8 +146,7 @@ def generate(
 
     The traffic looks like a real site's.
 
-    Example: logstream generate --rate 50 --duration 2h --seed 7 --out /tmp/site.log
-    --flash-crowd 1h,10m,8
+    Example: logstream generate --rate 50 --duration 2h --seed 7 --flash-crowd 1h,10m,8
     """
     from logstream.generate import FlashCrowd, TrafficConfig, TrafficGenerator
     from logstream.replay import parse_duration

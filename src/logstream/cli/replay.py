@@ -216,8 +216,7 @@ def replay(
 ) -> None:
     """Replay log files as a live stream, paced by their own event time.
 
-    Example: logstream replay ../shared/data/NASA_access_log_Jul95_day09.log.gz
-    --tcp localhost:9999 --speedup 1440
+    Example: logstream replay access.log.gz --tcp localhost:9999 --speedup 1440
     """
     from logstream.replay import (
         Replayer,

@@ -130,7 +130,7 @@ def run(ctx: typer.Context, **values: Any) -> None:
 
     With no source: real NASA logs replayed live onto the dashboard.
 
-    Every option in detail: docs/streaming.md.
+    Every option in detail: docs/options.md.
 
     Example: logstream run --input-dir landing/ --trigger available-now
     """

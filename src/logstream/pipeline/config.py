@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from logstream.config import check_panels, config_error
+from logstream.config import DEFAULT_OUTPUT_DIR, DEFAULT_STORE_NAME, check_panels, config_error
 from logstream.errors import ConfigError
 
 __all__ = [
@@ -29,9 +29,6 @@ __all__ = [
     "spark_interval",
     "trigger_value",
 ]
-
-#: File name of the serving store under the output directory when ``--store`` is not given.
-DEFAULT_STORE_NAME = "logstream.db"
 
 #: The analytics outputs that ``queries`` selects from (``events/``, ``late_events/`` and
 #: ``quarantine/`` are always written).
@@ -264,7 +261,7 @@ class PipelineConfig(BaseModel):
     log_format: str = Field(
         default="auto", description="Log format: auto, common, combined, nginx, json, a LogFormat…."
     )
-    output_dir: Path = Field(default=Path("out/stream"), description="Root of the outputs.")
+    output_dir: Path = Field(default=DEFAULT_OUTPUT_DIR, description="Root of the outputs.")
     state_dir: Path = Field(default=Path("out/state"), description="Root of the checkpoints.")
     store: str | None = Field(
         default=None, description="Serving store: sqlite:///PATH or postgresql://…"
