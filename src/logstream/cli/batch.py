@@ -216,6 +216,7 @@ def batch(
             panels=[p for p in PANELS if p not in (no_panel or [])],
             static_extensions=static_ext or [],
             site_host=site_host,
+            protocol_required="protocol" in fmt.fields,
         )
         if heavy_hitters:
             report["heavy_hitters"] = _heavy_hitters(parse(lines, fmt), fmt.fields, top)

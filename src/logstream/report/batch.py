@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
+from logstream.analytics.requests import request_target
 from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
@@ -97,6 +98,7 @@ def build_report(
     panels: Sequence[str] = PANELS,
     static_extensions: Sequence[str] = (),
     site_host: str | None = None,
+    protocol_required: bool = False,
 ) -> dict[str, Any]:
     """Compute the batch report from parsed lines.
 
@@ -136,19 +138,26 @@ def build_report(
     panels, static_extensions, site_host
         GoAccess's panels to compute (default: all), extensions counted as static besides
         GoAccess's, your own site's host: :func:`logstream.report.panels.panel_views`.
+    protocol_required : bool
+        The log format has a protocol (``"protocol" in CompiledFormat.fields``, as
+        ``logstream batch`` passes it): a request without a valid one is GoAccess's request
+        ``-`` (:func:`logstream.analytics.requests.request_target`).
 
     Returns
     -------
     dict
         Keys :data:`REPORT_KEYS`. ``general`` holds ``total_requests``, ``valid_requests``,
-        ``failed_requests``, ``unique_visitors``, ``unique_urls``, ``unique_not_found``,
-        ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event`` (ISO 8601, in the
-        report's zone), ``time_zone`` (the ``time_zone`` given, or the log's most common
-        offset, ``±HH:MM``), ``time_zone_source`` (``option`` or ``log``), ``log_offsets``
-        (with the log's offsets: requests per offset written in the lines, ``±HH:MM``), plus
-        the echoed settings, ``duplicates_dropped`` and ``corrupt_files``; ``status_codes`` maps a
-        status (as text)
-        to requests;
+        ``failed_requests``, ``unique_visitors`` (GoAccess's: distinct client host, calendar
+        day and user agent, 4xx answers left out; the visitors panel's total),
+        ``hosts_per_day`` (distinct client hosts of each calendar day, summed over the days),
+        ``unique_urls`` (distinct paths), ``unique_not_found`` (GoAccess's: distinct requests
+        answered 404, keyed as the ``not_found`` panel keys them: the request with its method
+        and protocol), ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event``
+        (ISO 8601, in the report's zone), ``time_zone`` (the ``time_zone`` given, or the
+        log's most common offset, ``±HH:MM``), ``time_zone_source`` (``option`` or ``log``),
+        ``log_offsets`` (with the log's offsets: requests per offset written in the lines,
+        ``±HH:MM``), plus the echoed settings, ``duplicates_dropped`` and ``corrupt_files``;
+        ``status_codes`` maps a status (as text) to requests;
         ``status_classes`` maps ``"2xx"`` to requests; the ``top_*`` and ``hourly`` entries are
         lists of row dictionaries; ``sessions`` summarises visitor sessions (30-minute gap,
         :func:`~logstream.analytics.sessions`): ``sessions``, ``median_duration_s`` and
@@ -171,7 +180,9 @@ def build_report(
     # the input is read and parsed once: every table, the sessions and the quarantine come from
     # the rows of one aggregation, which is small (a row per key) and cached
     panels = [p for p in PANELS if p in panels]
-    views = _view_counts(parsed, time_zone, tables, panels, static_extensions, site_host)
+    views = _view_counts(
+        parsed, time_zone, tables, panels, static_extensions, site_host, protocol_required
+    )
     counts = views.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         report = _build(
@@ -195,6 +206,7 @@ def _view_counts(
     panels: Sequence[str] = (),
     static_extensions: Sequence[str] = (),
     site_host: str | None = None,
+    protocol_required: bool = False,
 ) -> DataFrame:
     """Every table of the report from one aggregation of the parsed lines.
 
@@ -205,7 +217,10 @@ def _view_counts(
     the status code; ``key3``, with ``time_zone`` None: the offset written in the line, in
     seconds east of UTC, 0 without one), ``url`` (the path, null included), ``page_day`` (content
     pages per calendar day of ``time_zone``, or of the line's own offset when None),
-    ``host_day`` (client hosts per calendar day), ``visit`` (a
+    ``host_day`` (client hosts per calendar day, ``key2`` the user agent, ``-`` for none:
+    each row a GoAccess visitor when ``uniq`` > 0), ``not_found_request`` (a request
+    answered 404, keyed as GoAccess keys it: the target, ``key4`` its method and protocol),
+    ``visit`` (a
     client host and user agent, ``key2``, per UTC minute: the summaries that merge into
     sessions, :func:`logstream.analytics.sessions.session_parts`). The reference dimensions
     are read from these rows, not from the events (:func:`_reference`). Each quarantined line
@@ -237,6 +252,14 @@ def _view_counts(
     else:
         day = local_day(time_zone)
     status_text = F.col("status").cast("string")
+    is_404 = F.col("status") == 404
+    target, method_protocol = request_target(
+        url,
+        F.col("query_string"),
+        F.col("method"),
+        F.col("protocol"),
+        protocol_required=protocol_required,
+    )
 
     def view(
         name: str,
@@ -264,7 +287,19 @@ def _view_counts(
         ),
         view("url", url),
         view("page_day", url, on_day=day, when=is_event & F.col("_page")),
-        view("host_day", F.col("client_host"), on_day=day),
+        view(
+            "host_day",
+            F.col("client_host"),
+            F.coalesce(F.col("user_agent"), F.lit("-")),
+            on_day=day,
+        ),
+        # the target only for the lines answered 404 (a CASE evaluates no other branch)
+        view(
+            "not_found_request",
+            F.when(is_404, target),
+            key4=F.when(is_404, method_protocol),
+            when=is_event & is_404,
+        ),
         view(
             "visit",
             F.col("client_host"),
@@ -290,7 +325,7 @@ def _view_counts(
     ]
     rows = parsed.select(
         *_EVENT_COLUMNS,
-        *(PANEL_COLUMNS if panels else ()),
+        *(c for c in PANEL_COLUMNS if panels or c in _REQUEST_COLUMNS),
         "raw_line",
         "source_file",
         REASON_COLUMN,
@@ -298,7 +333,7 @@ def _view_counts(
     )
     if time_zone is None:  # the offset read once per line, then used by two views
         rows = rows.withColumn("_offset_s", _line_offset_seconds(F.col("raw_line")))
-    rows = rows.withColumns(panel_inputs(day, panels))
+    rows = rows.withColumns(panel_inputs(day, panels, protocol_required))
     return _count_views(
         rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
     )
@@ -348,6 +383,8 @@ def _offset_text(seconds: int | None) -> str:
 
 #: The event columns the report reads.
 _EVENT_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
+#: The columns of a request as GoAccess keys it (``not_found_request``), beyond the path.
+_REQUEST_COLUMNS = ("query_string", "method", "protocol")
 
 
 _DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
@@ -469,6 +506,7 @@ def _build(
         "valid_requests": valid,
         "failed_requests": failed,
         "unique_visitors": int(summary["unique_visitors"]),
+        "hosts_per_day": int(summary["hosts_per_day"]),
         "unique_urls": int(summary["unique_urls"]),
         "unique_not_found": int(summary["unique_not_found"]),
         "bandwidth_bytes": int(summary["bandwidth_bytes"] or 0),
@@ -515,11 +553,13 @@ def _summary(counts: DataFrame) -> Any:
     view = F.col("view")
     summary = counts.agg(
         F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
-        F.count_if((view == "host_day") & F.col("key").isNotNull()).alias("unique_visitors"),
+        # GoAccess's visitors: a host_day row is one (host, day, user agent)
+        F.count_if((view == "host_day") & (F.col("uniq") > 0)).alias("unique_visitors"),
+        F.count_distinct(
+            F.when((view == "host_day") & F.col("key").isNotNull(), F.struct("key", "day"))
+        ).alias("hosts_per_day"),
         F.count_if((view == "url") & F.col("key").isNotNull()).alias("unique_urls"),
-        F.count_if((view == "url") & F.col("key").isNotNull() & (F.col("not_found") > 0)).alias(
-            "unique_not_found"
-        ),
+        F.count_if(view == "not_found_request").alias("unique_not_found"),
         F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
         F.min(F.when(view == "hour", F.col("first_ms"))).alias("first_ms"),
         F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),

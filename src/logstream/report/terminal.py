@@ -57,9 +57,10 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
             if g.get("corrupt_files")
             else []
         ),
-        ("Unique visitors (hosts per day)", f"{g['unique_visitors']:,}"),
+        ("Unique visitors", f"{g['unique_visitors']:,}"),
+        ("Hosts per day", f"{g['hosts_per_day']:,}"),
         ("Unique URLs", f"{g['unique_urls']:,}"),
-        ("Unique 404 URLs", f"{g['unique_not_found']:,}"),
+        ("Unique 404 requests", f"{g['unique_not_found']:,}"),
         ("Bandwidth", human_bytes(g["bandwidth_bytes"])),
         ("First event", str(g["first_event"])),
         ("Last event", str(g["last_event"])),
