@@ -68,11 +68,21 @@ app = typer.Typer(
 )
 err_console = Console(stderr=True, soft_wrap=True)
 
+
+def _checked_format(value: str) -> str:
+    """``--format``'s callback: a bad format is refused while the options are read, before
+    any command starts Spark (:func:`logstream.parsing.check_format`)."""
+    from logstream.parsing import check_format
+
+    return check_format(value)
+
+
 FormatOption = Annotated[
     str,
     typer.Option(
         "--format",
         "-f",
+        callback=_checked_format,
         help="Log format: auto (Combined, Common, NASA TSV or the book's JSON, detected from "
         "the first lines), common, combined, nginx, nasa-tsv, json (keys host, timestamp, "
         "request, http_reply, bytes), json:FIELD=KEY,… (e.g. "

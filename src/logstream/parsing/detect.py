@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from logstream.errors import LogFormatError
 from logstream.parsing.logformat import JSON_BOOK_KEYS, CompiledFormat, compile_format
 
-__all__ = ["AUTO_CANDIDATES", "detect_format", "resolve_format"]
+__all__ = ["AUTO_CANDIDATES", "check_format", "detect_format", "resolve_format"]
 
 #: Formats ``auto`` tries, most specific first (JSON lines are recognised before these).
 AUTO_CANDIDATES: tuple[str, ...] = ("vcombined", "combined", "common", "nasa-tsv")
@@ -82,3 +82,27 @@ def resolve_format(spec: str, sample: Iterable[str] | None = None) -> CompiledFo
     if spec.strip().lower() == "auto":
         return detect_format(sample or [])
     return compile_format(spec)
+
+
+def check_format(spec: str) -> str:
+    """Check a ``--format`` value without Spark, so that a command refuses a bad one before
+    the JVM starts: ``auto`` (detected later, from the input), or a format that compiles.
+
+    Returns
+    -------
+    str
+        ``spec``, unchanged.
+
+    Raises
+    ------
+    LogFormatError
+        As :func:`compile_format`: an unknown name or a ``LogFormat`` that does not compile.
+
+    Examples
+    --------
+    >>> check_format("combined"), check_format("auto")
+    ('combined', 'auto')
+    """
+    if spec.strip().lower() != "auto":
+        compile_format(spec)
+    return spec

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from logstream.config import DEFAULT_OUTPUT_DIR, DEFAULT_STORE_NAME, check_panels, config_error
-from logstream.errors import ConfigError
+from logstream.errors import ConfigError, LogstreamError
 
 __all__ = [
     "DEFAULT_STORE_NAME",
@@ -434,6 +434,16 @@ class PipelineConfig(BaseModel):
     def _absolute(cls, value: Path | None) -> Path | None:
         # Python and the JVM may not share a working directory: hand Spark absolute paths
         return None if value is None else value.expanduser().absolute()
+
+    @field_validator("log_format")
+    @classmethod
+    def _log_format(cls, value: str) -> str:
+        from logstream.parsing.detect import check_format
+
+        try:
+            return check_format(value)  # a bad format stops the run before the JVM starts
+        except LogstreamError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("sinks")
     @classmethod
