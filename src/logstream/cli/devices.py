@@ -31,7 +31,7 @@ def run(
         str,
         typer.Option(
             "--input",
-            help="A directory of reading files, or a quoted glob such as "
+            help="A reading file, a directory of them, or a quoted glob such as "
             "'../shared/data/occupancy_*.txt.gz' (each file is a device unless its lines name "
             "one).",
         ),
