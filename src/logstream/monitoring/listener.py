@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from logstream.serving import ServingStore
+from logstream.serving.schema import FOLLOW_LOSSES
 
 __all__ = ["ProgressListener", "progress_row"]
 
@@ -66,10 +67,6 @@ def progress_row(progress: Any) -> dict[str, Any]:
     }
 
 
-#: The follow source's running loss counts, as its offset names them.
-FOLLOW_LOSS_KEYS = ("truncations", "lost_bytes", "lost_lines", "lost_files")
-
-
 def _follow_losses(sources: list[Any]) -> dict[str, int] | None:
     """The follow source's loss counts from its end offset (a JSON object), or None."""
     for source in sources:
@@ -78,7 +75,7 @@ def _follow_losses(sources: list[Any]) -> dict[str, int] | None:
         except (TypeError, ValueError):
             continue
         if isinstance(end, dict) and "lost_bytes" in end and "files" in end:
-            return {key: int(end.get(key) or 0) for key in FOLLOW_LOSS_KEYS}
+            return {key: int(end.get(key) or 0) for key in FOLLOW_LOSSES}
     return None
 
 

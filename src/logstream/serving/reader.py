@@ -52,6 +52,7 @@ from logstream.serving.rows import (
     TrafficBucket,
     VisitorBucket,
 )
+from logstream.serving.schema import FOLLOW_LOSS_KEYS
 
 __all__ = [
     "FOLLOW_LOSS_KEYS",
@@ -64,14 +65,6 @@ __all__ = [
 #: imported: the pipeline imports Spark).
 INGEST_QUERY = "ingest"
 
-#: The follow source's running totals in ``pipeline_state``: bytes, lines (an estimate) and
-#: files it could not read, and truncations it saw (``docs/follow.md``).
-FOLLOW_LOSS_KEYS = (
-    "follow_lost_bytes",
-    "follow_lost_lines",
-    "follow_lost_files",
-    "follow_truncations",
-)
 
 _COUNTERS = ("events", "late_events", "quarantined", "corrupt_files")
 
