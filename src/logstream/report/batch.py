@@ -14,7 +14,7 @@ per table, one row per hour and per day. The keys of the returned dictionary are
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -28,8 +28,9 @@ from logstream.analytics.requests import request_target
 from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
-from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
+from logstream.reference import ReferenceTables
 from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_inputs, panel_views
+from logstream.report.reference import reference_section
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
@@ -189,7 +190,7 @@ def build_report(
             counts, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
         )
         _describe(counts, "reference")
-        report["reference"] = _reference(counts, tables, top)
+        report["reference"] = reference_section(counts, tables, top)
         _describe(counts, "panels")
         report.update(build_panels(counts, panels, top, tables.get("agents")))
     finally:
@@ -223,7 +224,8 @@ def _view_counts(
     ``visit`` (a
     client host and user agent, ``key2``, per UTC minute: the summaries that merge into
     sessions, :func:`logstream.analytics.sessions.session_parts`). The reference dimensions
-    are read from these rows, not from the events (:func:`_reference`). Each quarantined line
+    are read from these rows, not from the events
+    (:func:`logstream.report.reference.reference_section`). Each quarantined line
     is a row of its own in the view ``bad``: its raw text, source file (``key2``), reason
     (``key3``) and position in the input (``at``), so the quarantine keeps every copy in input
     order. The rows of GoAccess's ``panels`` come from
@@ -242,45 +244,9 @@ def _view_counts(
     is_event = F.col(REASON_COLUMN).isNull()
     url = F.col("url_path")
     t_ms = F.unix_millis("event_time")
-    none = F.lit(None).cast("string")
-    offset = none
-    if time_zone is None:  # each line's calendar day is the date written in it
-        offset = F.col("_offset_s").cast("string")  # seconds east of UTC
-        day = F.date_from_unix_date(
-            F.floor((F.unix_seconds("event_time") + F.col("_offset_s")) / 86_400).cast("int")
-        )
-    else:
-        day = local_day(time_zone)
+    offset, day = _calendar(time_zone)
     status_text = F.col("status").cast("string")
-    is_404 = F.col("status") == 404
-    target, method_protocol = request_target(
-        url,
-        F.col("query_string"),
-        F.col("method"),
-        F.col("protocol"),
-        protocol_required=protocol_required,
-    )
-
-    def view(
-        name: str,
-        key: Column,
-        key2: Column = none,
-        key3: Column = none,
-        on_day: Column | None = None,
-        at: Column | None = None,
-        when: Column = is_event,
-        key4: Column = none,
-    ) -> Column:
-        return F.struct(
-            F.when(when, F.lit(name)).alias("view"),
-            key.alias("key"),
-            key2.alias("key2"),
-            key3.alias("key3"),
-            key4.alias("key4"),
-            (F.lit(None).cast("date") if on_day is None else on_day).alias("day"),
-            (F.lit(None).cast("bigint") if at is None else at).alias("at"),
-        )
-
+    view = _view_maker(is_event)
     views = [
         view(
             "hour", F.floor(F.unix_seconds("event_time") / 3600).cast("string"), status_text, offset
@@ -293,13 +259,7 @@ def _view_counts(
             F.coalesce(F.col("user_agent"), F.lit("-")),
             on_day=day,
         ),
-        # the target only for the lines answered 404 (a CASE evaluates no other branch)
-        view(
-            "not_found_request",
-            F.when(is_404, target),
-            key4=F.when(is_404, method_protocol),
-            when=is_event & is_404,
-        ),
+        _not_found_request(view, is_event, protocol_required),
         view(
             "visit",
             F.col("client_host"),
@@ -336,6 +296,70 @@ def _view_counts(
     rows = rows.withColumns(panel_inputs(day, panels, protocol_required))
     return _count_views(
         rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
+    )
+
+
+def _calendar(time_zone: str | None) -> tuple[Column, Column]:
+    """The offset written in a line (``key3`` of the ``hour`` view: seconds east of UTC, as
+    text; null with a ``time_zone``) and the line's calendar day: the date written in it
+    (``time_zone`` None), else its day in ``time_zone``."""
+    if time_zone is None:  # each line's calendar day is the date written in it
+        offset = F.col("_offset_s").cast("string")  # seconds east of UTC
+        day = F.date_from_unix_date(
+            F.floor((F.unix_seconds("event_time") + F.col("_offset_s")) / 86_400).cast("int")
+        )
+        return offset, day
+    return F.lit(None).cast("string"), local_day(time_zone)
+
+
+def _view_maker(is_event: Column) -> Callable[..., Column]:
+    """``view(name, key, key2, key3, on_day=, at=, when=, key4=)``: the struct of one view
+    of a line for :func:`_view_counts` (its name null unless ``when``, by default the line
+    is an event)."""
+    none = F.lit(None).cast("string")
+
+    def view(
+        name: str,
+        key: Column,
+        key2: Column = none,
+        key3: Column = none,
+        on_day: Column | None = None,
+        at: Column | None = None,
+        when: Column = is_event,
+        key4: Column = none,
+    ) -> Column:
+        return F.struct(
+            F.when(when, F.lit(name)).alias("view"),
+            key.alias("key"),
+            key2.alias("key2"),
+            key3.alias("key3"),
+            key4.alias("key4"),
+            (F.lit(None).cast("date") if on_day is None else on_day).alias("day"),
+            (F.lit(None).cast("bigint") if at is None else at).alias("at"),
+        )
+
+    return view
+
+
+def _not_found_request(
+    view: Callable[..., Column], is_event: Column, protocol_required: bool
+) -> Column:
+    """The ``not_found_request`` view: a request answered 404 as GoAccess keys it (its target,
+    ``key4`` its method and protocol: :func:`logstream.analytics.requests.request_target`),
+    computed for those lines only (a CASE evaluates no other branch)."""
+    is_404 = F.col("status") == 404
+    target, method_protocol = request_target(
+        F.col("url_path"),
+        F.col("query_string"),
+        F.col("method"),
+        F.col("protocol"),
+        protocol_required=protocol_required,
+    )
+    return view(
+        "not_found_request",
+        F.when(is_404, target),
+        key4=F.when(is_404, method_protocol),
+        when=is_event & is_404,
     )
 
 
@@ -385,96 +409,6 @@ def _offset_text(seconds: int | None) -> str:
 _EVENT_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
 #: The columns of a request as GoAccess keys it (``not_found_request``), beyond the path.
 _REQUEST_COLUMNS = ("query_string", "method", "protocol")
-
-
-_DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
-
-
-def _dimensions(tables: dict[str, Any]) -> list[str]:
-    """The reference dimensions the report shows (networks only with a networks table)."""
-    return [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
-
-
-#: The view of :func:`_view_counts` each reference dimension is read from, and the event
-#: column its key fills (a section depends only on the path, an agent class only on the user
-#: agent, a network only on the host).
-_DIMENSION_SOURCES = {
-    "sections": ("url", "url_path", "sections"),
-    "agent_classes": ("visit", "user_agent", "agents"),
-    "networks": ("host_day", "client_host", "networks"),
-}
-
-
-def _reference(counts: DataFrame, tables: dict[str, Any], top: int) -> dict[str, Any]:
-    """Traffic per agent class, section and network, top ``top`` keys of each.
-
-    Each dimension is a function of one event column, so it is computed on the rows of
-    :func:`_view_counts` keyed by that column (about ten thousand paths, a few million visit
-    summaries, a million host-days on 10M lines) rather than on every event: the same broadcast
-    joins as ``logstream run`` (:class:`~logstream.reference.Enricher`), then a sum per key
-    (``unknown`` without a value).
-    """
-    names = _dimensions(tables)
-    enricher = Enricher(counts.sparkSession)
-    parts = []
-    for name in names:
-        view, column, kind = _DIMENSION_SOURCES[name]
-        # a visit's user agent is key2, "" when there was none
-        key = F.when(F.col("key2") != "", F.col("key2")) if view == "visit" else F.col("key")
-        rows = counts.where(F.col("view") == view).select(
-            *(
-                (key if c == column else F.lit(None).cast("string")).alias(c)
-                for c in ("client_host", "user_agent", "url_path")
-            ),
-            "requests",
-            "bytes",
-            "errors",
-        )
-        used = {k: t for k, t in tables.items() if k == kind}
-        enriched = enricher.enrich(rows, used)
-        parts.append(
-            enriched.groupBy(
-                F.lit(name).alias("dimension"),
-                F.coalesce(F.col(_DIMENSIONS[name]), F.lit("unknown")).alias("key"),
-            ).agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
-        )
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    union = union.persist(StorageLevel.MEMORY_AND_DISK)  # a row per key, read twice
-    try:
-        return _reference_rows(union, names, tables, top)
-    finally:
-        union.unpersist()
-
-
-def _reference_rows(
-    rows: DataFrame, names: list[str], tables: dict[str, Any], top: int
-) -> dict[str, Any]:
-    out: dict[str, Any] = {n: [] for n in names}
-    total = crawlers = 0
-    for r in _rows(analytics.top_n_per_group(rows, ["dimension"], ["requests"], top)):
-        out[r["dimension"]].append(
-            {
-                _DIMENSIONS[r["dimension"]]: r["key"],
-                "requests": r["requests"],
-                "bytes": int(r["bytes"] or 0),
-                "errors": r["errors"],
-                "error_rate": round(r["errors"] / r["requests"], 6),
-            }
-        )
-    for r in _rows(
-        rows.where(F.col("dimension") == "agent_classes").agg(
-            F.sum("requests").alias("total"),
-            F.sum(F.when(F.col("key") == CRAWLER_CLASS, F.col("requests"))).alias("crawlers"),
-        )
-    ):
-        total, crawlers = int(r["total"] or 0), int(r["crawlers"] or 0)
-    return {
-        "crawler_share": round(crawlers / total, 6) if total else None,
-        **out,
-        "tables": {k: {"source": t.source, "version": t.digest} for k, t in sorted(tables.items())},
-    }
 
 
 def _build(
