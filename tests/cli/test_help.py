@@ -95,3 +95,21 @@ def test_every_docs_page_named_in_a_help_text_exists():
         text = render(*path)
         for page in re.findall(r"docs/([\w-]+\.md)", text):
             assert (repo / "docs" / page).is_file(), (path, page)
+
+
+#: A cell cut short by the terminal's width: a word ending in "…" at the edge of its column.
+CUT = re.compile(r"\S…\s*│")
+#: Python's type names where the help should name the value (FILE, N, SPAN …).
+TYPE_NAME = re.compile(r"<(str|int|float|path|list\[\w+\]|int range|float range|bool)>")
+
+
+@pytest.mark.parametrize("path", [(), *LEAVES], ids=lambda p: " ".join(p) or "logstream")
+def test_every_help_reads_whole_at_80_columns(path):
+    """Issue 54 item 15: ``batch --help`` and ``sql --help`` cut their text with "…", and
+    ``<str>``, ``<path>``, ``<list[str]>``, ``<int range> [x>=1]`` squeezed the text column to
+    about 26 characters; ``generate`` cut two option names. Every command's help names its
+    values in words, as ``run --help`` does, and nothing in it is cut."""
+    text = render(*path)
+    assert not CUT.findall(text), CUT.findall(text)
+    assert not TYPE_NAME.findall(text), TYPE_NAME.findall(text)
+    assert not re.search(r"\[x>=|<=x<=", text)  # a range is said in the help's words

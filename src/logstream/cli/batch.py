@@ -26,16 +26,20 @@ PathsArgument = Annotated[
 ]
 TopOption = Annotated[int, typer.Option("--top", "-n", min=1, help="Rows in each top-N table.")]
 JsonOption = Annotated[
-    Path | None, typer.Option("--json", help="Also write the report as JSON to this file.")
+    Path | None,
+    typer.Option("--json", metavar="FILE", help="Also write the report as JSON to this file."),
 ]
 HtmlOption = Annotated[
     Path | None,
-    typer.Option("--html", help="Also write a self-contained HTML report (works offline)."),
+    typer.Option(
+        "--html", metavar="FILE", help="Also write a self-contained HTML report (works offline)."
+    ),
 ]
 QuarantineOption = Annotated[
     Path | None,
     typer.Option(
         "--quarantine",
+        metavar="DIR",
         help="Directory for unparseable lines (JSON Lines: raw_line, source_file, reason); "
         "overwritten. Default: not written, only counted.",
     ),
@@ -44,6 +48,7 @@ TimeZoneOption = Annotated[
     str | None,
     typer.Option(
         "--time-zone",
+        metavar="ZONE",
         help="IANA zone for calendar days and hours in the report. Default: the log's own "
         "offset (each line's date as written; hours in its most common offset), as GoAccess.",
         show_default=False,

@@ -29,8 +29,9 @@ def train_occupancy(
         list[Path],
         typer.Option(
             "--train",
-            help="Labelled reading files (the UCI layout), e.g. "
-            "../shared/data/occupancy_datatraining.txt.gz; repeat for more.",
+            metavar="FILE",
+            help="A labelled reading file (the UCI layout, e.g. occupancy_datatraining.txt.gz); "
+            "repeat for more.",
         ),
     ],
     out: ModelOutOption,

@@ -37,7 +37,11 @@ ChunkLinesOption = Annotated[
 ]
 ChunkSecondsOption = Annotated[
     str,
-    typer.Option("--chunk-seconds", help="With --dir: publish a chunk after this long (5s, 1m)."),
+    typer.Option(
+        "--chunk-seconds",
+        metavar="SPAN",
+        help="With --dir: publish a chunk after this long (5s, 1m).",
+    ),
 ]
 FileOption = Annotated[
     Path | None,
@@ -159,7 +163,7 @@ LateFractionOption = Annotated[
         "--late-fraction",
         min=0.0,
         max=1.0,
-        help="Fraction of lines to send late (seeded, see --seed).",
+        help="Fraction of lines to send late, 0–1 (seeded, see --seed).",
     ),
 ]
 LateByOption = Annotated[
