@@ -31,6 +31,15 @@ def follow_losses_text(losses: dict[str, int] | None) -> str:
     )
 
 
+def _input_rate(row: dict[str, Any]) -> str:
+    """``in 1,234/s``; for a micro-batch whose input Spark could not time (the first of a run:
+    ``input_rows_per_s`` None with rows), a dash and why."""
+    rate = row.get("input_rows_per_s")
+    if rate is None and row.get("num_input_rows"):
+        return "in –/s (first micro-batch: no earlier trigger to time it)"
+    return f"in {rate or 0:,.0f}/s"
+
+
 def progress_printer(console: Console, ref: list[Any]) -> Any:
     """A progress listener printing one line per micro-batch of a query with input (or a new
     follow loss): rows, rates, duration, watermark, state rows and the running totals.
@@ -60,8 +69,7 @@ def progress_printer(console: Console, ref: list[Any]) -> Any:
             )
         console.print(
             f"[bold]{row['query']}[/bold] batch {row['batch_id']}: "
-            f"{plural(row['num_input_rows'], 'row')}, "
-            f"in {row.get('input_rows_per_s') or 0:,.0f}/s, "
+            f"{plural(row['num_input_rows'], 'row')}, " + _input_rate(row) + ", "
             f"processed {row.get('processed_rows_per_s') or 0:,.0f}/s, "
             f"{row['batch_duration_ms']:,} ms; watermark {watermark or '-'}; "
             f"state rows {state_rows:,}; events {totals.events:,}, "

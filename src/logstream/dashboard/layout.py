@@ -474,7 +474,18 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             else f"{plural(h.num_input_rows, 'row')} in {batch}"
         )
         cards += [
-            _kpi("input-rate", "Input rate", fmt_number(h.input_rows_per_s), f"events/s, {batch}"),
+            _kpi(
+                "input-rate",
+                "Input rate",
+                fmt_number(h.input_rows_per_s),
+                f"events/s, {batch}"
+                + (
+                    # Spark times a micro-batch's input against the trigger before it
+                    ": the first of the run, no earlier trigger to time it"
+                    if h.input_rows_per_s is None and h.num_input_rows
+                    else ""
+                ),
+            ),
             _kpi(
                 "processing-rate",
                 "Processing rate",

@@ -37,8 +37,10 @@ def progress_row(progress: Any) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``query``, ``batch_id``, ``timestamp``, ``input_rows_per_s`` and
-        ``processed_rows_per_s`` (events/s), ``batch_duration_ms`` (ms), ``num_input_rows``,
+        ``query``, ``batch_id``, ``timestamp``, ``input_rows_per_s`` (events/s; None when
+        Spark could not measure it: the first micro-batch of a run has no earlier trigger to
+        time its input against, and Spark reports 0 for it) and ``processed_rows_per_s``
+        (events/s), ``batch_duration_ms`` (ms), ``num_input_rows``,
         ``watermark`` and ``max_event_time`` (ISO 8601 or None), ``state_rows``,
         ``state_memory_bytes`` (bytes), ``dropped_by_watermark`` (summed over the
         query's stateful operators), ``duplicates_dropped`` (the deduplication operator's
@@ -49,11 +51,14 @@ def progress_row(progress: Any) -> dict[str, Any]:
     event_time = progress.eventTime or {}
     ops = list(progress.stateOperators or [])
     watermark = event_time.get("watermark")
+    input_rate = _finite(progress.inputRowsPerSecond)
+    if input_rate == 0 and progress.numInputRows:  # no earlier trigger: not a rate of 0
+        input_rate = None
     return {
         "query": progress.name or str(progress.id),
         "batch_id": progress.batchId,
         "timestamp": progress.timestamp,
-        "input_rows_per_s": _finite(progress.inputRowsPerSecond),
+        "input_rows_per_s": input_rate,
         "processed_rows_per_s": _finite(progress.processedRowsPerSecond),
         "batch_duration_ms": progress.batchDuration,
         "num_input_rows": progress.numInputRows,
