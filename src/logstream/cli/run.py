@@ -291,7 +291,7 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
     finally:
         if owns_session:  # drain Spark's listener bus before Python goes away
             spark.stop()
-    if pipeline is None:
+    if pipeline is None or not pipeline.queries:  # stopped while it started: none ran
         _console.print(f"stopped before the queries started: nothing was read ({_STOPPED})")
         return
     print_summary(_console, pipeline, outputs)
@@ -306,7 +306,7 @@ def _run_demo(
     ref: list[Any],
 ) -> tuple[Pipeline, str]:
     """Run the demo (:func:`logstream.demo.run_demo`); its pipeline and where its outputs are."""
-    from logstream.demo import DemoSettings, run_demo
+    from logstream.demo import LINES_WRITTEN, DemoSettings, run_demo, unread_note
 
     demo_settings = DemoSettings(
         logs=list(v["replay"] or []),
@@ -319,7 +319,14 @@ def _run_demo(
         port=v["port"],
     )
     pipeline = run_demo(spark, demo_settings, _console, printer, stop, ref.append)
-    return pipeline, f"{pipeline.store.get_state('source_label')}; outputs in {v['demo_out']}"
+    written, t = pipeline.store.get_state(LINES_WRITTEN), pipeline.totals
+    unread = unread_note(
+        None if written is None else int(written),
+        t.events + t.late_events + t.quarantined,
+        Path(v["demo_out"]) / "landing",
+    )
+    label = pipeline.store.get_state("source_label")
+    return pipeline, "; ".join(p for p in (label, unread, f"outputs in {v['demo_out']}") if p)
 
 
 def _run_pipeline(
@@ -341,6 +348,8 @@ def _run_pipeline(
     # built starts no query, one while the query starts stops it
     pipeline = Pipeline(spark, cfg, on_progress=printer, stop_requested=stop)
     ref.append(pipeline)
+    if stop.is_set():  # stopped while the pipeline was built: nothing more starts
+        return pipeline, ""
     if fault := os.environ.get(FAULT_ENV):  # the crash drills
         pipeline.ingest.step_hook = fault_hook(fault)
     server = None
