@@ -157,6 +157,9 @@ def test_a_signal_stops_the_run_cleanly(landing, tmp_path, moment, signum, targe
             proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
     assert "Traceback" not in stderr + stdout, stderr[-5000:]
+    # issue 54 item 22: nothing of the JVM's start a user cannot act on
+    for noise in ("incubator modules", "log4j profile", "NativeCodeLoader", "restricted mode"):
+        assert noise not in stderr + stdout, stderr[-3000:]
     assert f"received {signal.Signals(signum).name}: stopping" in stderr, stderr[-3000:]
     # nothing of the run is left: the driver's JVM ends with it (its children with the JVM)
     deadline = time.monotonic() + 30
