@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -100,6 +101,7 @@ def build_report(
     static_extensions: Sequence[str] = (),
     site_host: str | None = None,
     protocol_required: bool = False,
+    on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Compute the batch report from parsed lines.
 
@@ -143,6 +145,10 @@ def build_report(
         The log format has a protocol (``"protocol" in CompiledFormat.fields``, as
         ``logstream batch`` passes it): a request without a valid one is GoAccess's request
         ``-`` (:func:`logstream.analytics.requests.request_target`).
+    on_step : callable, optional
+        Called with the name of each step of the work as it starts (the keys of
+        :data:`logstream.report.progress.REPORT_STEPS`, in that order: ``read, parse,
+        aggregate``, ``tables`` …), for a progress display.
 
     Returns
     -------
@@ -181,6 +187,7 @@ def build_report(
     # the input is read and parsed once: every table, the sessions and the quarantine come from
     # the rows of one aggregation, which is small (a row per key) and cached
     panels = [p for p in PANELS if p in panels]
+    step = _ON_STEP.set(on_step)
     views = _view_counts(
         parsed, time_zone, tables, panels, static_extensions, site_host, protocol_required
     )
@@ -196,6 +203,7 @@ def build_report(
     finally:
         counts.unpersist()
         parsed.sparkSession.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+        _ON_STEP.reset(step)
     report["general"]["duplicates_dropped"] = duplicates_dropped
     return report
 
@@ -656,10 +664,17 @@ def _sessions(visits: DataFrame, gap_s: int = 1800) -> dict[str, Any]:
     }
 
 
+#: :func:`build_report`'s ``on_step``, for :func:`_describe` (the report's steps are in
+#: several functions).
+_ON_STEP: ContextVar[Callable[[str], None] | None] = ContextVar("on_step", default=None)
+
+
 def _describe(frame: DataFrame, step: str) -> None:
     """Name the Spark jobs that follow (the Spark UI's job descriptions, read by
-    ``bench/profile_batch.py``): ``logstream batch: STEP``."""
+    ``bench/profile_batch.py``): ``logstream batch: STEP``; and tell ``on_step``."""
     frame.sparkSession.sparkContext.setJobDescription(f"logstream batch: {step}")
+    if (on_step := _ON_STEP.get()) is not None:
+        on_step(step)
 
 
 def _iso_ms(epoch_ms: int | None, time_zone: str = "UTC") -> str | None:
