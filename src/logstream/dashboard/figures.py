@@ -438,6 +438,8 @@ def dimension_figure(snap: Snapshot, dimension: str) -> dict[str, Any]:
     ]
     if d.bucket_s > 60:
         title += f" ({d.bucket_s // 60}-minute averages)"
+    if note := snap.coverage_note(d.covered_from):  # kept for less than the range
+        title += f"<br><sup>{html.escape(note)}</sup>"
     return {
         "data": data,
         "layout": _one_point_axis(_range_layout(snap, title), d.times, d.bucket_s),

@@ -269,6 +269,9 @@ class DimensionTraffic:
 
     dimension: str  #: ``sections``, ``agents`` or ``networks``
     bucket_s: int
+    #: the first window of the view in the range (ISO UTC): the store keeps the reference
+    #: views for ``--store-retention``, so a longer range begins before them
+    covered_from: str | None = None
     times: list[str] = field(default_factory=list)  #: bucket starts, ISO UTC
     #: requests/min per bucket of the selected keys (all keys when none is selected; for
     #: networks the top :data:`DIMENSION_SERIES` by requests)
@@ -294,6 +297,8 @@ class PanelItems:
     totals: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: (day, hits, unique visitors, bytes), oldest first: the days overlapping the range
     days: list[tuple[str, int, int, int]] = field(default_factory=list)
+    #: the first window of the panels' items in the range (ISO UTC; kept for the retention)
+    covered_from: str | None = None
 
 
 @dataclass
@@ -471,6 +476,10 @@ class Snapshot:
     synthetic: bool = False  #: the data is generated, not real logs
     #: ``dstream`` for a store of the DStream edition (no event time), else ``structured``
     edition: str = "structured"
+    #: how long the store keeps the reference and panel views (``--store-retention``)
+    store_retention: str | None = None
+    #: the first traffic window in the range (ISO UTC): where the range's data begins
+    traffic_from: str | None = None
     #: what the follow source could not read (``pipeline_state``: :data:`FOLLOW_LOSS_KEYS`);
     #: empty when the store records none (another source, or an older run)
     follow_losses: dict[str, int] = field(default_factory=dict)
@@ -486,6 +495,39 @@ class Snapshot:
         if self.agents is None or not self.agents.total:
             return None
         return self.agents.requests.get("crawler", 0) / self.agents.total
+
+    def covered_span(self, covered_from: str | None) -> str | None:
+        """How much of the range a view covers when it begins after the range's data does
+        (``2 h``, rounded to the minute); None when it covers the range (within a minute
+        or a traffic bucket)."""
+        if covered_from is None or self.newest_event is None:
+            return None
+        begins = self.range_start or self.traffic_from
+        if begins is None:
+            return None
+        bucket = self.traffic.bucket_s if self.traffic is not None else 60
+        data_from = epoch_s(self.traffic_from) if self.traffic_from else epoch_s(begins)
+        start = max(epoch_s(begins), data_from)
+        if epoch_s(covered_from) - start <= max(60, bucket):
+            return None
+        minutes = round((epoch_s(self.newest_event) - epoch_s(covered_from)) / 60)
+        hours, rest = divmod(minutes, 60)
+        if not hours:
+            return f"{minutes} min"
+        return f"{hours} h" if not rest else f"{hours} h {rest} min"
+
+    def coverage_note(self, covered_from: str | None, what: str = "the range") -> str:
+        """``covers the last 2 h of the range (the store keeps it for --store-retention 2
+        hours)``, or ``""`` when the view covers the range."""
+        span = self.covered_span(covered_from)
+        if span is None:
+            return ""
+        kept = (
+            f" (the store keeps it for --store-retention {self.store_retention})"
+            if self.store_retention
+            else " (the store keeps it for --store-retention)"
+        )
+        return f"covers the last {span} of {what}{kept}"
 
     def query_off(self, name: str) -> bool:
         """Whether the pipeline writing this store runs without query ``name`` (``--queries``)."""

@@ -23,6 +23,7 @@ from dash import html
 from logstream.config import PANEL_TITLES
 from logstream.dashboard.figures import QUERY_OFF, plot_time, sparkline_uri
 from logstream.dashboard.model import (
+    TIME_RANGES,
     Alert,
     DimensionTraffic,
     Snapshot,
@@ -348,6 +349,12 @@ def reference_panel(snap: Snapshot) -> list[Any]:
         what = "No reference-data traffic yet (traffic_by_agent, traffic_by_section)."
         return [heading, html.Div(what, className="empty", id="reference-empty")]
     share = snap.crawler_share
+    notes = [
+        html.Div(f"{label}: {note}.", className="hint", id=f"{dimension}-covers")
+        for dimension, label in (("agents", "Agent classes"), ("sections", "Sections"))
+        if (d := getattr(snap, dimension)) is not None
+        and (note := snap.coverage_note(d.covered_from))
+    ]
     summary = html.Div(
         "Crawler share: " + ("–" if share is None else f"{share:.1%}") + " of the requests "
         "in the range (agent class 'crawler': the crawler-user-agents patterns, or your "
@@ -366,7 +373,7 @@ def reference_panel(snap: Snapshot) -> list[Any]:
             tables.append(
                 html.Div([html.H3(label), _dimension_table(f"{dimension}-table", label, d, limit)])
             )
-    return [heading, summary, html.Div(tables, className="pair")]
+    return [heading, summary, *notes[:1], html.Div(tables, className="pair")]
 
 
 def goaccess_panel(snap: Snapshot) -> list[Any]:
@@ -377,6 +384,8 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
     if snap.state != "ok" or p is None:
         what = "No panel rows yet (traffic_by_panel: daily visitors, static files, OS, …)."
         return [heading, html.Div(what, className="empty", id="goaccess-empty")]
+    chosen = TIME_RANGES[snap.filters.time_range][0]
+    note = snap.coverage_note(p.covered_from, f"the {chosen} chosen")
     tables = []
     if p.days:
         rows = [
@@ -417,7 +426,8 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
         tables.append(
             html.Div([html.H3(label), _table(tid, ["item", "hits", "share", "bytes"], rows)])
         )
-    return [heading, html.Div(tables, className="panels")]
+    covered = [html.Div(f"The items {note}.", className="hint", id="goaccess-covers")]
+    return [heading, *(covered if note else []), html.Div(tables, className="panels")]
 
 
 def sessions_panel(snap: Snapshot) -> list[Any]:

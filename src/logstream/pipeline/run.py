@@ -191,6 +191,7 @@ class Pipeline:
                 "session_stats_window": self.cfg.session_stats_window,
                 "clients_window": self.cfg.clients_window,
                 "alert_sigma": str(self.cfg.alert_sigma),
+                "store_retention": self.cfg.store_retention,
                 "queries": ",".join(self.outputs) or "none",
             }
         )

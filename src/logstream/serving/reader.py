@@ -313,6 +313,19 @@ class StoreReader:
         )
         return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
 
+    def dimensions_first_start(self, dimensions: tuple[str, ...], since: str | None) -> str | None:
+        """The first ``window_start`` of ``traffic_by_dimension`` rows of ``dimensions`` at or
+        after ``since`` (None: all; None when there is none): where those views begin in a
+        range (the store keeps them for ``--store-retention`` only)."""
+        if not dimensions:
+            return None
+        where = f"WHERE dimension IN ({', '.join('?' * len(dimensions))})"
+        params: list[Any] = list(dimensions)
+        if since is not None:
+            where += " AND window_start >= ?"
+            params.append(since)
+        return self._one(f"SELECT MIN(window_start) FROM traffic_by_dimension {where}", params)[0]
+
     def dimension_buckets(
         self, dimension: str, keys: list[str], since: str | None, bucket_s: int
     ) -> list[DimensionBucket]:

@@ -1,0 +1,53 @@
+"""What the dashboard's per-minute charts draw for minutes without traffic, and how much of the
+time range each panel covers (issue 54 items 10 and 11), without a browser."""
+
+from __future__ import annotations
+
+from logstream.dashboard.app import refresh_outputs
+from logstream.dashboard.data import Filters, read_snapshot
+from logstream.dashboard.figures import dimension_figure, requests_figure
+from tests.dashboard.helpers import commit, minute, new_store, traffic_row
+
+
+def test_a_minute_without_traffic_is_zero_on_every_per_minute_chart(tmp_path):
+    """Issue 54 item 10: only the buckets with rows were plotted and the line joined them,
+    so a log whose lines fall in one minute an hour drew a solid area at 110–120 requests a
+    minute. The minutes between are zero (the error rate, a share of no request, a gap)."""
+    store = new_store(tmp_path / "s.db")
+    hours = (0, 60, 120)  # one minute an hour, 115 requests in it
+    traffic = [traffic_row(k, 110, s4=5) for k in hours]
+    visitors = [(*minute(k), 30, None) for k in hours]
+    sections = [("sections", "/images", *traffic_row(k, 110, s4=5)) for k in hours]
+    commit(store, 0, traffic=traffic, visitors=visitors, dimensions=sections)
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    t = snap.traffic
+    assert len(t.times) == 121 and t.bucket_s == 60  # every minute from the first to the last
+    assert [t.requests_per_min[k] for k in hours] == [115.0] * 3
+    assert sum(1 for r in t.requests_per_min if r == 0) == 118
+    assert t.error_rate[1] is None and t.bytes_per_min[1] == 0
+    assert len(snap.visitors.times) == 121 and snap.visitors.mean[1] == 0
+    d = snap.sections
+    assert len(d.times) == 121 and d.series["/images"][1] == 0
+    stacked = requests_figure(snap)["data"][1]  # 2xx
+    assert stacked["y"][1] == 0 and len(stacked["x"]) == 121
+    assert dimension_figure(snap, "sections")["data"][0]["y"][30] == 0
+
+
+def test_a_panel_that_covers_less_than_the_range_says_what_it_covers(tmp_path):
+    """Issue 54 item 11: with "6 h" chosen on the demo's store, the site-section chart spanned
+    2 hours (the store keeps the reference and panel views for --store-retention) while the
+    traffic spanned 6, without a word. A panel covering less than the range says so."""
+    store = new_store(tmp_path / "s.db", store_retention="2 hours")
+    traffic = [traffic_row(k, 10) for k in range(360)]  # six hours
+    sections = [("sections", "/images", *traffic_row(k, 10)) for k in range(240, 360)]
+    countries = [("geolocation", "US United States", *traffic_row(k, 10)) for k in range(240, 360)]
+    commit(store, 0, traffic=traffic, dimensions=sections + countries)
+    out = refresh_outputs(tmp_path / "s.db", "6h", "", None)
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("6h"))
+    assert snap.traffic.total_all == 3600
+    figure = dimension_figure(snap, "sections")
+    title = figure["layout"]["title"]["text"]
+    assert "covers the last 2 h of the range" in title, title
+    assert "--store-retention" in title
+    page = str(out)
+    assert "the last 2 h of the 6 h chosen" in page  # the GoAccess panels say it too
