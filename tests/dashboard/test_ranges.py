@@ -51,3 +51,23 @@ def test_a_panel_that_covers_less_than_the_range_says_what_it_covers(tmp_path):
     assert "--store-retention" in title
     page = str(out)
     assert "the last 2 h of the 6 h chosen" in page  # the GoAccess panels say it too
+
+
+def test_a_long_name_in_a_table_breaks_at_a_slash_a_dot_or_a_dash():
+    """Issue 54 item 19: table cells broke names anywhere (``kris.reslife.okstate.⏎edu``):
+    ``word-break: break-all``. A cell of a host, path or file offers a break after each
+    ``/``, ``.`` and ``-`` (``<wbr>``), and breaks elsewhere only a word with none of them."""
+    from dash import html
+
+    from logstream.dashboard.layout import CSS
+    from logstream.dashboard.panels import url_cell
+
+    cell = url_cell("kris.reslife.okstate.edu")
+    parts = cell.children
+    assert [p for p in parts if isinstance(p, str)] == ["kris.", "reslife.", "okstate.", "edu"]
+    assert sum(isinstance(p, html.Wbr) for p in parts) == 3
+    assert "".join(
+        p for p in url_cell("/images/NASA-logosmall.gif").children if isinstance(p, str)
+    ) == ("/images/NASA-logosmall.gif")
+    rules = CSS[CSS.index("td.url") :].split("}", 1)[0]
+    assert "break-all" not in rules and "overflow-wrap: anywhere" in rules

@@ -247,3 +247,21 @@ def test_quarantine_keeps_every_copy_of_a_bad_line_in_input_order(spark, tmp_pat
         for line in f.read_text().splitlines()
     ]
     assert [(r["raw_line"], r["reason"]) for r in written] == bad
+
+
+def test_no_word_is_split_when_the_report_is_not_on_a_terminal(nasa_report, capsys):
+    """Issue 54 item 19: written to a file or a pipe, the tables were folded at 80 columns
+    in the middle of words (``/images/NASA-logosmall.gi⏎f``). Off a terminal the tables take
+    their own width: each cell is whole on its line."""
+    from logstream.report import render_terminal
+
+    render_terminal(nasa_report)  # standard output is pytest's capture, not a terminal
+    out = capsys.readouterr().out
+    cells = [
+        *(u["url_path"] for u in nasa_report["top_urls"]),
+        *(i["data"] for i in nasa_report["static_requests"]["data"]),
+        *(h["client_host"] for h in nasa_report["top_hosts"]),
+    ]
+    assert "/images/NASA-logosmall.gif" in cells
+    for cell in cells:
+        assert re.search(rf"(^|[ │]){re.escape(cell)}([ │]|$)", out, flags=re.M), cell

@@ -16,6 +16,7 @@ Element ids (stable, used by the browser test; :mod:`logstream.dashboard.layout`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dash import html
@@ -45,6 +46,7 @@ __all__ = [
     "sessions_panel",
     "top_clients_panel",
     "trending_panel",
+    "url_cell",
 ]
 
 
@@ -105,7 +107,7 @@ def trending_panel(snap: Snapshot) -> list[Any]:
             html.Tr(
                 [
                     html.Td(str(p.rank), className="n"),
-                    html.Td(p.url_path, className="url"),
+                    url_cell(p.url_path),
                     html.Td(f"{p.requests:,}", className="n requests"),
                     html.Td(
                         f"{arrow} {abs(change):,}" if change else "=",
@@ -191,7 +193,7 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
                         className="time",
                         **{"data-start": a.window_start},
                     ),
-                    html.Td(a.series, className="url"),
+                    url_cell(a.series),
                     html.Td(a.metric.replace("_", " ")),
                     html.Td(arrow, className=a.direction),
                     html.Td(value, className="n value"),
@@ -237,7 +239,7 @@ def bots_panel(snap: Snapshot) -> list[Any]:
                     title=f"{r.window_start} – {r.window_end}",
                     className="time",
                 ),
-                html.Td(r.client_host, className="url"),
+                url_cell(r.client_host),
                 html.Td(f"{r.requests:,}", className="n"),
                 html.Td(f"{r.bot_probability:.2f}", className="n"),
                 html.Td(f"{r.distinct_pages:,.0f}", className="n"),
@@ -277,7 +279,7 @@ def _clients_table(tid: str, clients: list[TopClient], total: int, by: str) -> h
             html.Tr(
                 [
                     html.Td(str(c.rank), className="n"),
-                    html.Td(c.client_host, className="url"),
+                    url_cell(c.client_host),
                     html.Td(value, className=f"n {by}"),
                     html.Td(_share(part, total), className="n"),
                 ],
@@ -412,7 +414,7 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
         rows = [
             html.Tr(
                 [
-                    html.Td(item, className="url"),
+                    url_cell(item),
                     html.Td(f"{hits:,}", className="n"),
                     html.Td(_share(hits, hits_total), className="n"),
                     html.Td(human_bytes(size), className="n"),
@@ -464,7 +466,7 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
     rows = [
         html.Tr(
             [
-                html.Td(s.client_host, className="url"),
+                url_cell(s.client_host),
                 html.Td(plot_time(s.session_start), className="time"),
                 html.Td(fmt_duration(s.duration_s), className="n duration"),
                 html.Td(f"{s.requests:,}", className="n"),
@@ -488,6 +490,22 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
     ]
 
 
+#: Where a name may break in a table cell: after a slash, a dot or a dash.
+_BREAK_AFTER = re.compile(r"(?<=[/.\-])")
+
+
+def url_cell(text: str | None) -> html.Td:
+    """A table cell of a host, a path or a file: a break offered after each ``/``, ``.`` and
+    ``-`` (``<wbr>``), so ``kris.reslife.okstate.edu`` breaks as ``kris.reslife.okstate.``
+    ``edu``, not in the middle of a word; the CSS breaks elsewhere only a word with none of
+    them (``overflow-wrap: anywhere``)."""
+    children: list[Any] = []
+    for part in _BREAK_AFTER.split(text or ""):
+        if part:
+            children += [part, html.Wbr()]
+    return html.Td(children[:-1], className="url")
+
+
 def _table(tid: str, headings: list[str], rows: list[Any]) -> html.Table:
     """Table ``tid``: a head row of ``headings``, then the body ``rows`` (``html.Tr``)."""
     return html.Table(
@@ -505,7 +523,9 @@ def _records_table(
     rows = [
         html.Tr(
             [
-                html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
+                url_cell(r.get(key))
+                if cls == "url"
+                else html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
                 for key, _, cls in columns
             ]
         )
