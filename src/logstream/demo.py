@@ -24,12 +24,14 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from logstream.data import DATASETS, DataFetchError, fetch, find_logs
+from logstream.parsing.detect import written_offset
 from logstream.pipeline import INGEST_QUERY, Pipeline, PipelineConfig
 from logstream.pipeline.run import detect_file_format
 from logstream.replay import (
@@ -185,7 +187,11 @@ def run_demo(
     pipeline = Pipeline(spark, cfg, on_progress=on_progress, stop_requested=stop_event)
     if on_start is not None:
         on_start(pipeline)
-    pipeline.store.set_state({"source_label": source.label, "synthetic": str(source.synthetic)})
+    # the offset the replayed lines are written in: the dashboard's times by default
+    offset = written_offset(r.text for r in islice(source.records(), 100)) or ""
+    pipeline.store.set_state(
+        {"source_label": source.label, "synthetic": str(source.synthetic), "log_offset": offset}
+    )
     if stop_event.is_set():  # stopped while the demo started: nothing more starts
         return pipeline
     replay_stop = threading.Event()

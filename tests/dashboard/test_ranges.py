@@ -1,12 +1,17 @@
-"""What the dashboard's per-minute charts draw for minutes without traffic, and how much of the
-time range each panel covers (issue 54 items 10 and 11), without a browser."""
+"""What the dashboard's per-minute charts draw for minutes without traffic, how much of the
+time range each panel covers, how names break in its tables and which zone its times are in
+(issue 54 items 10, 11, 19 and 14), without a browser."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from logstream.dashboard.app import refresh_outputs
 from logstream.dashboard.data import Filters, read_snapshot
 from logstream.dashboard.figures import dimension_figure, requests_figure
 from tests.dashboard.helpers import commit, minute, new_store, traffic_row
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_minute_without_traffic_is_zero_on_every_per_minute_chart(tmp_path):
@@ -71,3 +76,41 @@ def test_a_long_name_in_a_table_breaks_at_a_slash_a_dot_or_a_dash():
     ) == ("/images/NASA-logosmall.gif")
     rules = CSS[CSS.index("td.url") :].split("}", 1)[0]
     assert "break-all" not in rules and "overflow-wrap: anywhere" in rules
+
+
+def test_times_are_shown_in_the_log_s_offset_by_default_or_in_utc(tmp_path):
+    """Issue 54 item 14, a decision (docs/dashboard.md, "Times"): the dashboard showed UTC
+    only while the batch report shows the log's own offset, so the NASA day's hours differed
+    between the two. It shows the offset the log is written in by default (the pipeline
+    records it: ``log_offset``), and UTC on request."""
+    from tests.dashboard.test_panels import output
+    from tests.dashboard.test_tiles import kpi
+
+    store = new_store(tmp_path / "s.db", log_offset="-04:00")  # NASA's
+    commit(store, 0, traffic=[traffic_row(k, 10) for k in range(30)])
+    local = refresh_outputs(tmp_path / "s.db", "all", "", None)
+    utc = refresh_outputs(tmp_path / "s.db", "all", "", None, zone="utc")
+    # the newest event: 04:29:59 UTC is 00:29:59 in the log's -04:00, as the report says it
+    assert kpi(local, "newest")[0] == "1995-07-09 00:29:59 -04:00"
+    assert kpi(utc, "newest")[0] == "1995-07-09 04:29:59 UTC"
+    figure = output(local, "graph-requests", "figure")["data"][0]
+    assert figure["x"][0] == "1995-07-09 00:00:00"
+    assert output(utc, "graph-requests", "figure")["data"][0]["x"][0] == "1995-07-09 04:00:00"
+    title = output(local, "graph-requests", "figure")["layout"]["xaxis"]["title"]["text"]
+    assert title == "event time (-04:00)"
+    assert (
+        "event time (UTC)"
+        in output(utc, "graph-requests", "figure")["layout"]["xaxis"]["title"]["text"]
+    )
+    docs = (REPO / "docs" / "dashboard.md").read_text()
+    assert "the offset the log is written in" in docs.split("### Times", 1)[1]
+
+
+def test_the_offset_a_log_is_written_in_is_read_from_its_lines(nasa_day, combined_log, crlf_log):
+    """The offset the pipeline records for the dashboard: the most common in the lines."""
+    from logstream.parsing.detect import written_offset
+    from tests import oracle
+
+    assert written_offset(oracle.read_lines(nasa_day)[:100]) == "-04:00"
+    assert written_offset(oracle.read_lines(combined_log)[:100]) == "+00:00"
+    assert written_offset(oracle.read_lines(crlf_log)[:100]) == "-08:00"

@@ -217,6 +217,7 @@ def refresh_outputs(
     sections: list[str] | None = None,
     agent_classes: list[str] | None = None,
     watch: StoreWatch | None = None,
+    zone: str | None = None,
 ) -> tuple[Any, ...]:
     """Everything one refresh sends to the page (the body of the Dash callback).
 
@@ -236,6 +237,8 @@ def refresh_outputs(
         Sections and agent classes drawn in the reference-data charts (None or empty: all).
     watch : StoreWatch, optional
         Told the state of the store at each refresh (it logs the changes).
+    zone : {"log", "utc"}, optional
+        The zone of the event times shown (:attr:`Filters.zone`; default: the log's offset).
 
     Returns
     -------
@@ -246,13 +249,13 @@ def refresh_outputs(
         and agent-class figures, the reference panel, and the options of the section and
         agent-class filters.
     """
-    filters = Filters.build(time_range, url_prefix, status_classes, sections, agent_classes)
+    filters = Filters.build(time_range, url_prefix, status_classes, sections, agent_classes, zone)
     snap = read_snapshot(store_path, filters, top=top)
     if watch is not None:
         watch.observe(snap)
     key = [snap.state, repr(snap.version), filters.time_range, filters.url_prefix]
     key.append(",".join(filters.status_classes))
-    key += [",".join(filters.sections), ",".join(filters.agent_classes)]
+    key += [",".join(filters.sections), ",".join(filters.agent_classes), filters.zone]
     children, cls = banner(snap)
     head = (children, cls, snap.read_at, key)
     if seen == key and snap.state == "ok":
@@ -271,6 +274,7 @@ def safe_refresh(
     sections: list[str] | None = None,
     agent_classes: list[str] | None = None,
     watch: StoreWatch | None = None,
+    zone: str | None = None,
 ) -> tuple[Any, ...]:
     """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
     page never shows a stack trace; the log has it, once per distinct error when ``watch``
@@ -286,6 +290,7 @@ def safe_refresh(
             sections=sections,
             agent_classes=agent_classes,
             watch=watch,
+            zone=zone,
         )
     except Exception as exc:
         if watch is None:
@@ -412,6 +417,7 @@ def create_app(
         Input("status-filter", "value"),
         Input("section-filter", "value"),
         Input("agent-filter", "value"),
+        Input("zone", "value"),
         State("seen", "data"),
     )
     def refresh(
@@ -421,6 +427,7 @@ def create_app(
         classes: list[str],
         sections: list[str] | None,
         agent_classes: list[str] | None,
+        zone: str | None,
         seen: Any,
     ) -> tuple[Any, ...]:
         return safe_refresh(
@@ -433,6 +440,7 @@ def create_app(
             sections=sections,
             agent_classes=agent_classes,
             watch=watch,
+            zone=zone,
         )
 
     return app

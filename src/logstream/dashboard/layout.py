@@ -22,6 +22,7 @@ Element ids (stable, used by the browser test):
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dash import dcc, html
@@ -165,10 +166,14 @@ INDEX_HTML = (
 )
 
 
-def _short_time(text: str | None) -> str:
+def _short_time(text: str | None, snap: Snapshot | None = None) -> str:
+    """An ISO UTC time to the second with its zone: in the zone the page shows event times
+    in (``snap``: :meth:`Snapshot.shown`), else in UTC (a wall-clock time)."""
     if not text:
         return "–"
-    return text.replace("T", " ").removesuffix("Z")[:19] + " UTC"
+    if snap is None:
+        return text.replace("T", " ").removesuffix("Z")[:19] + " UTC"
+    return f"{(snap.shown(text) or '')[:19]} {snap.zone_name}"
 
 
 # -- skeleton ----------------------------------------------------------------------------------
@@ -228,6 +233,20 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                                     labelClassName="opt",
                                 ),
                                 "back from the newest event time",
+                            ),
+                            _control(
+                                "Times",
+                                dcc.RadioItems(
+                                    id="zone",
+                                    options=[
+                                        {"label": "the log's offset", "value": "log"},
+                                        {"label": "UTC", "value": "utc"},
+                                    ],
+                                    value="log",
+                                    inline=True,
+                                    labelClassName="opt",
+                                ),
+                                "event times in the offset the log is written in, or in UTC",
                             ),
                             _control(
                                 "URL prefix",
@@ -390,7 +409,7 @@ def follow_losses_line(snap: Snapshot) -> html.P:
 
 
 def _kpi(key: str, label: str, value: str, detail: str = "", warn: bool = False) -> html.Div:
-    is_time = value.endswith(" UTC")
+    is_time = bool(re.search(r"\d\d:\d\d:\d\d (UTC|[+-]\d\d:\d\d)$", value))
     return html.Div(
         [
             html.Div(label, className="label"),
@@ -442,14 +461,14 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             "duplicates",
             "deduplication is off" if snap.dedup is False else "dropped as shipper retries",
         ),
-        _kpi("newest", "Newest event", _short_time(snap.newest_event), "event time"),
+        _kpi("newest", "Newest event", _short_time(snap.newest_event, snap), "event time"),
     ]
     lag = "" if snap.watermark_delay_s is None else fmt_duration(snap.watermark_delay_s)
     cards.append(
         _kpi(
             "watermark",
             "Watermark",
-            _short_time(snap.watermark),
+            _short_time(snap.watermark, snap),
             f"{lag} behind the newest event" if lag else "",
         )
     )

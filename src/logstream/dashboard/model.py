@@ -210,6 +210,9 @@ class Filters:
         Status classes counted in the requests chart and the request totals.
     sections, agent_classes : tuple of str
         Site sections and agent classes drawn in the reference-data charts; empty = all.
+    zone : {"log", "utc"}
+        The times shown: in the offset the log is written in (the default, as the batch
+        report's), or in UTC. A store that does not record the log's offset shows UTC.
     """
 
     time_range: str = DEFAULT_RANGE
@@ -217,6 +220,7 @@ class Filters:
     status_classes: tuple[str, ...] = STATUS_CLASSES
     sections: tuple[str, ...] = ()
     agent_classes: tuple[str, ...] = ()
+    zone: str = "log"
 
     @classmethod
     def build(
@@ -226,6 +230,7 @@ class Filters:
         status_classes: list[str] | tuple[str, ...] | None = None,
         sections: list[str] | tuple[str, ...] | None = None,
         agent_classes: list[str] | tuple[str, ...] | None = None,
+        zone: str | None = None,
     ) -> Filters:
         """Clean values from the browser: unknown range → default, prefix stripped, classes
         kept in :data:`STATUS_CLASSES` order (None = all, an empty list = none); sections and
@@ -238,6 +243,7 @@ class Filters:
             status_classes=tuple(c for c in STATUS_CLASSES if c in chosen),
             sections=tuple(sorted(set(sections or ()))),
             agent_classes=tuple(sorted(set(agent_classes or ()))),
+            zone="utc" if zone == "utc" else "log",
         )
 
 
@@ -476,6 +482,8 @@ class Snapshot:
     synthetic: bool = False  #: the data is generated, not real logs
     #: ``dstream`` for a store of the DStream edition (no event time), else ``structured``
     edition: str = "structured"
+    #: the offset the log is written in (``-04:00``; ``pipeline_state``), None when unknown
+    log_offset: str | None = None
     #: how long the store keeps the reference and panel views (``--store-retention``)
     store_retention: str | None = None
     #: the first traffic window in the range (ISO UTC): where the range's data begins
@@ -495,6 +503,35 @@ class Snapshot:
         if self.agents is None or not self.agents.total:
             return None
         return self.agents.requests.get("crawler", 0) / self.agents.total
+
+    @property
+    def zone_offset_s(self) -> int:
+        """Seconds east of UTC of the times shown (:attr:`Filters.zone`): the log's offset,
+        or 0 for UTC or a store that does not record it."""
+        if self.filters.zone == "utc" or not self.log_offset:
+            return 0
+        sign = -1 if self.log_offset.startswith("-") else 1
+        hours, minutes = self.log_offset[1:].split(":")
+        return sign * (int(hours) * 3600 + int(minutes) * 60)
+
+    @property
+    def zone_name(self) -> str:
+        """The zone of the times shown: ``UTC`` or the log's offset (``-04:00``)."""
+        return self.log_offset if self.filters.zone == "log" and self.log_offset else "UTC"
+
+    def shown(self, text: str | None) -> str | None:
+        """An ISO UTC time of the store as the page shows it, in :attr:`zone_name`:
+        ``1995-07-09T04:00:00Z`` → ``1995-07-09 00:00:00`` at ``-04:00`` (what plotly.js
+        parses as a date; fractions of a second kept)."""
+        if not text:
+            return None
+        base = text.replace("T", " ").removesuffix("Z")
+        if not self.zone_offset_s:
+            return base
+        whole, _, fraction = base.partition(".")
+        at = datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp() + self.zone_offset_s
+        local = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return f"{local}.{fraction}" if fraction else local
 
     def covered_span(self, covered_from: str | None) -> str | None:
         """How much of the range a view covers when it begins after the range's data does

@@ -85,6 +85,7 @@ def trending_panel(snap: Snapshot) -> list[Any]:
     if snap.state != "ok" or tr is None:
         return [heading, html.Div("No trending window yet.", className="empty")]
     window = _window_head(
+        snap,
         tr,
         "trending-window",
         f" · {plural(tr.matching_pages, 'page')} "
@@ -131,14 +132,17 @@ def trending_panel(snap: Snapshot) -> list[Any]:
     return [heading, window, table]
 
 
-def _window_head(window: Trending | TopClients, wid: str, more: str = "") -> html.Div:
+def _window_head(
+    snap: Snapshot, window: Trending | TopClients, wid: str, more: str = ""
+) -> html.Div:
     """The window a panel shows: its bounds (element ``wid``, with ``data-start`` and
     ``data-end``), its width and whether it is complete, then ``more``."""
     state = "complete" if window.complete else "still open (no window is complete yet)"
     return html.Div(
         [
             html.Span(
-                f"{plot_time(window.window_start)} – {plot_time(window.window_end)} UTC",
+                f"{snap.shown(window.window_start)} – {snap.shown(window.window_end)} "
+                f"{snap.zone_name}",
                 id=wid,
                 **{"data-start": window.window_start, "data-end": window.window_end},
             ),
@@ -188,7 +192,7 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
             html.Tr(
                 [
                     html.Td(
-                        plot_time(a.window_start),
+                        snap.shown(a.window_start),
                         title=f"{a.window_start} – {a.window_end}",
                         className="time",
                         **{"data-start": a.window_start},
@@ -202,7 +206,7 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
                 ]
             )
         )
-    headings = ["minute (UTC)", "series", "metric", "", "value", "mean ± std", "z"]
+    headings = [f"minute ({snap.zone_name})", "series", "metric", "", "value", "mean ± std", "z"]
     table = _table("alerts-table", headings, rows)
     return [heading, hint, html.Div(table, className="scroll")]
 
@@ -235,7 +239,7 @@ def bots_panel(snap: Snapshot) -> list[Any]:
         html.Tr(
             [
                 html.Td(
-                    plot_time(r.window_start),
+                    snap.shown(r.window_start),
                     title=f"{r.window_start} – {r.window_end}",
                     className="time",
                 ),
@@ -251,7 +255,7 @@ def bots_panel(snap: Snapshot) -> list[Any]:
         for r in b.latest
     ]
     headings = [
-        "window (UTC)",
+        f"window ({snap.zone_name})",
         "client",
         "requests",
         "P(bot)",
@@ -297,6 +301,7 @@ def top_clients_panel(snap: Snapshot) -> list[Any]:
     if snap.state != "ok" or tc is None:
         return [heading, html.Div("No clients window yet.", className="empty", id="clients-empty")]
     window = _window_head(
+        snap,
         tc,
         "clients-window",
         f" · {plural(tc.clients, 'client')}, {plural(tc.requests, 'request')}, "
@@ -457,7 +462,7 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
             f"{plural(len(se.windows), 'window')} shown · bounce rate ",
             html.Span("–" if rate is None else f"{rate:.1f} %", className="bounce-rate"),
             f" · {se.pages_per_session or 0:.1f} pages per session · latest window "
-            f"({plot_time(last.window_start)} UTC): median "
+            f"({snap.shown(last.window_start)} {snap.zone_name}): median "
             f"{'–' if last.median_duration_s is None else fmt_duration(last.median_duration_s)}, "
             f"p95 {'–' if last.p95_duration_s is None else fmt_duration(last.p95_duration_s)}",
         ]
@@ -467,20 +472,28 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
         html.Tr(
             [
                 url_cell(s.client_host),
-                html.Td(plot_time(s.session_start), className="time"),
+                html.Td(snap.shown(s.session_start), className="time"),
                 html.Td(fmt_duration(s.duration_s), className="n duration"),
                 html.Td(f"{s.requests:,}", className="n"),
                 html.Td(f"{s.pages:,}", className="n"),
                 html.Td(human_bytes(s.bytes), className="n"),
             ],
             title=f"entry {s.entry_page or '–'} → exit {s.exit_page or '–'}; "
-            f"ended {plot_time(s.session_end)} UTC; {s.user_agent or 'no user agent'}",
+            f"ended {snap.shown(s.session_end)} {snap.zone_name}; "
+            f"{s.user_agent or 'no user agent'}",
         )
         for s in se.longest
     ]
     table: Any = html.Div("None kept yet.", className="empty", id="sessions-table-empty")
     if rows:
-        headings = ["client", "start (UTC)", "duration", "requests", "pages", "bytes"]
+        headings = [
+            "client",
+            f"start ({snap.zone_name})",
+            "duration",
+            "requests",
+            "pages",
+            "bytes",
+        ]
         table = _table("sessions-table", headings, rows)
     return [
         heading,
@@ -547,7 +560,7 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
         _records_table(
             "late-table",
             [
-                ("event_time", "event time", ""),
+                ("event_time", f"event time ({snap.zone_name})", ""),
                 ("watermark", "watermark then", ""),
                 ("client_host", "client", "url"),
                 ("url_path", "page", "url"),
@@ -556,8 +569,8 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
             [
                 {
                     **r,
-                    "event_time": plot_time(r.get("event_time")),
-                    "watermark": plot_time(r.get("watermark")),
+                    "event_time": snap.shown(r.get("event_time")),
+                    "watermark": snap.shown(r.get("watermark")),
                 }
                 for r in snap.late_examples
             ],

@@ -29,6 +29,7 @@ from logstream.analytics.requests import request_target
 from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
+from logstream.parsing.detect import LOG_OFFSET_REGEX
 from logstream.reference import ReferenceTables
 from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_inputs, panel_views
 from logstream.report.reference import reference_section
@@ -57,10 +58,6 @@ REPORT_KEYS: tuple[str, ...] = (
 QUARANTINE_EXAMPLES = 5
 
 
-#: The UTC offset written in a line's timestamp: the first time of day (``HH:MM:SS``, an
-#: optional fraction) followed by ``±HHMM``, ``±HH:MM`` or ``Z``: CLF's ``[09/Jul/1995:00:00:01
-#: -0400]``, nginx's ``$time_local``, ISO 8601 in JSON lines. Epoch times have none (UTC).
-LOG_OFFSET_REGEX = r"\d\d:\d\d:\d\d(?:[.,]\d+)? ?(Z|[+-]\d\d:?\d\d)(?![\d:])"
 
 _FIXED_OFFSET = re.compile(r"^([+-])(\d\d):(\d\d)$")
 
