@@ -218,75 +218,7 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
             ),
             html.Main(
                 [
-                    html.Div(
-                        [
-                            _control(
-                                "Time range",
-                                dcc.RadioItems(
-                                    id="range",
-                                    options=[
-                                        {"label": label, "value": key}
-                                        for key, (label, _) in TIME_RANGES.items()
-                                    ],
-                                    value=DEFAULT_RANGE,
-                                    inline=True,
-                                    labelClassName="opt",
-                                ),
-                                "back from the newest event time",
-                            ),
-                            _control(
-                                "Times",
-                                dcc.RadioItems(
-                                    id="zone",
-                                    options=[
-                                        {"label": "the log's offset", "value": "log"},
-                                        {"label": "UTC", "value": "utc"},
-                                    ],
-                                    value="log",
-                                    inline=True,
-                                    labelClassName="opt",
-                                ),
-                                "event times in the offset the log is written in, or in UTC",
-                            ),
-                            _control(
-                                "URL prefix",
-                                dcc.Input(
-                                    id="url-prefix",
-                                    type="text",
-                                    placeholder="/shuttle/ + Enter",
-                                    debounce=True,
-                                    value="",
-                                ),
-                                "filters the trending pages",
-                            ),
-                            _control(
-                                "Status",
-                                dcc.Checklist(
-                                    id="status-filter",
-                                    options=[{"label": c, "value": c} for c in STATUS_CLASSES],
-                                    value=list(STATUS_CLASSES),
-                                    inline=True,
-                                    labelClassName="opt",
-                                ),
-                                "filters the requests chart and request totals",
-                            ),
-                            _control(
-                                "Sections",
-                                dcc.Dropdown(
-                                    id="section-filter", multi=True, options=[], placeholder="all"
-                                ),
-                                "filters the sections chart",
-                            ),
-                            _control(
-                                "Agent classes",
-                                dcc.Dropdown(
-                                    id="agent-filter", multi=True, options=[], placeholder="all"
-                                ),
-                                "filters the agent-class chart",
-                            ),
-                        ],
-                        className="controls",
-                    ),
+                    _controls(),
                     html.Div(
                         html.P("Loading…"),
                         id="banner",
@@ -310,6 +242,75 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                 ]
             ),
         ]
+    )
+
+
+def _controls() -> html.Div:
+    """The controls above the page: time range, times, URL prefix, status classes, sections,
+    agent classes."""
+    return html.Div(
+        [
+            _control(
+                "Time range",
+                dcc.RadioItems(
+                    id="range",
+                    options=[
+                        {"label": label, "value": key} for key, (label, _) in TIME_RANGES.items()
+                    ],
+                    value=DEFAULT_RANGE,
+                    inline=True,
+                    labelClassName="opt",
+                ),
+                "back from the newest event time",
+            ),
+            _control(
+                "Times",
+                dcc.RadioItems(
+                    id="zone",
+                    options=[
+                        {"label": "the log's offset", "value": "log"},
+                        {"label": "UTC", "value": "utc"},
+                    ],
+                    value="log",
+                    inline=True,
+                    labelClassName="opt",
+                ),
+                "event times in the offset the log is written in, or in UTC",
+            ),
+            _control(
+                "URL prefix",
+                dcc.Input(
+                    id="url-prefix",
+                    type="text",
+                    placeholder="/shuttle/ + Enter",
+                    debounce=True,
+                    value="",
+                ),
+                "filters the trending pages",
+            ),
+            _control(
+                "Status",
+                dcc.Checklist(
+                    id="status-filter",
+                    options=[{"label": c, "value": c} for c in STATUS_CLASSES],
+                    value=list(STATUS_CLASSES),
+                    inline=True,
+                    labelClassName="opt",
+                ),
+                "filters the requests chart and request totals",
+            ),
+            _control(
+                "Sections",
+                dcc.Dropdown(id="section-filter", multi=True, options=[], placeholder="all"),
+                "filters the sections chart",
+            ),
+            _control(
+                "Agent classes",
+                dcc.Dropdown(id="agent-filter", multi=True, options=[], placeholder="all"),
+                "filters the agent-class chart",
+            ),
+        ],
+        className="controls",
     )
 
 
