@@ -15,7 +15,12 @@ from rich.console import Console
 
 from logstream.cli.app import app, given_on_command_line, spark_conf
 from logstream.cli.run_options import RUN_OPTIONS, run_signature
-from logstream.cli.run_progress import follow_losses_text, print_summary, progress_printer
+from logstream.cli.run_progress import (
+    backlog_progress,
+    follow_losses_text,
+    print_summary,
+    progress_printer,
+)
 from logstream.config import SparkSettings
 from logstream.errors import ConfigError
 
@@ -374,7 +379,10 @@ def _run_pipeline(
         timer.daemon = True
         timer.start()
     try:
-        pipeline.run()
+        # a first start over a large backlog: a bar until its first micro-batch has ended
+        finished = lambda: pipeline.totals.batches > 0  # noqa: E731
+        with backlog_progress(spark, cfg, _console, v["quiet"], finished):
+            pipeline.run()
     finally:
         pipeline.stop()
         if server is not None:

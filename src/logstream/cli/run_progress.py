@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from logstream.units import plural
 
-__all__ = ["follow_losses_text", "print_summary", "progress_printer"]
+__all__ = [
+    "BACKLOG_BYTES",
+    "backlog_bytes",
+    "backlog_progress",
+    "follow_losses_text",
+    "print_summary",
+    "progress_printer",
+]
 
 
 def follow_losses_text(losses: dict[str, int] | None) -> str:
@@ -97,4 +108,55 @@ def print_summary(console: Console, pipeline: Any, outputs: str) -> None:
         f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
         f"quarantined, {dedup}, in {plural(t.batches, 'micro-batch')}; {outputs}"
         + (follow_losses_text(pipeline.store.follow_losses()) if pipeline.cfg.follow else "")
+    )
+
+
+#: A backlog this large (bytes) when ``logstream run`` starts gets a progress bar.
+BACKLOG_BYTES = 4 * 1024 * 1024
+
+#: The steps of a run's first micro-batch over a backlog, as its bar names them.
+BACKLOG_STEPS = {"read": "reading the backlog", "outputs": "the first micro-batch's outputs"}
+
+
+def backlog_bytes(cfg: Any) -> int:
+    """The bytes a run's first micro-batch reads: the files of ``--input-dir`` or of
+    ``--follow`` when its checkpoint has committed no micro-batch yet (a first start, as a
+    backfill); 0 for another source or a run that continues."""
+    from logstream.pipeline.identity import committed_queries
+
+    if committed_queries(cfg.state_dir):  # a restart reads what came since, not a backlog
+        return 0
+    if cfg.source == "dir" and cfg.input_dir is not None:
+        files = [p for p in Path(cfg.input_dir).rglob("*") if not p.name.startswith((".", "_"))]
+    elif cfg.source == "follow":
+        files = [Path(f) for pattern in cfg.follow or () for f in glob.glob(pattern)]
+    else:
+        return 0
+    total = 0
+    for path in files:
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total
+
+
+def backlog_progress(
+    spark: Any, cfg: Any, console: Console, quiet: bool, finished: Callable[[], bool]
+) -> contextlib.AbstractContextManager[Any]:
+    """``logstream run``'s bar over a backlog, as ``logstream batch``'s: the backlog's parts
+    read of their number, then the first micro-batch's outputs, until ``finished`` (its
+    progress line is printed). Only on a terminal, without ``--quiet``, for a first start
+    with at least :data:`BACKLOG_BYTES` to read; otherwise nothing."""
+    from logstream.report.progress import StepProgress
+
+    size = backlog_bytes(cfg)
+    if quiet or not console.is_terminal or size < BACKLOG_BYTES:
+        return contextlib.nullcontext()
+    return StepProgress(
+        spark.sparkContext,
+        console,
+        steps=BACKLOG_STEPS,
+        input_bytes=size,
+        until=finished,
+        advance_when_read=True,
     )

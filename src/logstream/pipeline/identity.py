@@ -23,7 +23,7 @@ from logstream.serving import ServingStore, open_store, store_location
 from logstream.serving.read_errors import READ_ERRORS
 from logstream.serving.schema import missing_schema
 
-__all__ = ["OUTPUT_ID_FILE", "STATE_ID_FILE", "claim", "claim_store"]
+__all__ = ["OUTPUT_ID_FILE", "STATE_ID_FILE", "claim", "claim_store", "committed_queries"]
 
 STATE_ID_FILE = "pipeline_id"
 OUTPUT_ID_FILE = "_pipeline_id"
@@ -43,7 +43,7 @@ def _write(path: Path, value: str) -> None:
     tmp.replace(path)
 
 
-def _committed_queries(state_dir: Path) -> list[str]:
+def committed_queries(state_dir: Path) -> list[str]:
     """Queries of ``state_dir`` whose checkpoint has a committed micro-batch."""
     if not state_dir.is_dir():
         return []
@@ -158,7 +158,7 @@ def _check(
 ) -> tuple[str | None, str, str | None]:
     """The checks of :func:`claim`, writing nothing: (state id, pipeline id, output id)."""
     state_id = _read(state_dir / STATE_ID_FILE)
-    committed = _committed_queries(state_dir)
+    committed = committed_queries(state_dir)
     # a checkpoint with committed micro-batches but no id was written before ids existed:
     # its store and outputs are taken as its own
     legacy = state_id is None and bool(committed)

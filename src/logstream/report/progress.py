@@ -92,6 +92,12 @@ class StepProgress:
         Seconds between polls.
     on_poll : callable, optional
         Called with each :class:`StepCounts`, from the polling thread, and once at the end.
+    until : callable, optional
+        Polled with the tracker: once it returns True the work is over (``logstream run``'s
+        first micro-batch has ended) and the bar goes.
+    advance_when_read : bool
+        Move on to the second step by itself once the stage that reads the input has ended
+        (every part read), for work that does not call :meth:`step`.
     """
 
     def __init__(
@@ -103,6 +109,8 @@ class StepProgress:
         input_bytes: int | None = None,
         interval_s: float = 0.25,
         on_poll: Callable[[StepCounts], None] | None = None,
+        until: Callable[[], bool] | None = None,
+        advance_when_read: bool = False,
     ) -> None:
         self._tracker = sc.statusTracker()
         self._console = console
@@ -110,6 +118,8 @@ class StepProgress:
         self._input_bytes = input_bytes
         self._interval_s = interval_s
         self._on_poll = on_poll
+        self._until = until
+        self._advance_when_read = advance_when_read
         self._index = 0
         self._first_stage: int | None = None  # the stage that reads the input
         self._parts = (0, 0)  # its tasks done, its tasks
@@ -145,6 +155,10 @@ class StepProgress:
                             max(done, info.numCompletedTasks),
                             max(total, info.numTasks),
                         )
+                    read = self._parts[1] and self._parts[0] >= self._parts[1]
+                    more = self._advance_when_read and len(self._steps) > 1
+                    if more and read and self._first_stage not in active:
+                        self._index = index = 1  # the input is read: the next step
             done, parts = self._parts
         total = len(self._steps)
         if self._done:
@@ -169,9 +183,20 @@ class StepProgress:
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             try:
+                if self._until is not None and self._until():
+                    self._finish()
+                    return
                 self._update(self.poll())
             except Exception:  # the context is stopping: the bar is only a sign of life
                 return
+
+    def _finish(self) -> None:
+        """The work is over: the last count, and the bar goes (it is transient)."""
+        self._done = True
+        self._update(self.poll())
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
     def __enter__(self) -> StepProgress:
         if self._console is not None:
@@ -195,6 +220,8 @@ class StepProgress:
         if self._thread is None:
             return
         self._thread.join()
+        if self._progress is None and self._done:  # ended by ``until``
+            return
         self._done = exc[0] is None  # every step done
         try:
             self._update(self.poll())
