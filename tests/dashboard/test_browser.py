@@ -6,13 +6,12 @@ are computed here with the plain-Python oracle (:mod:`tests.oracle`) over the lo
 read from the store (except what the oracle cannot compute cheaply: the streaming queries'
 state rows and the anomaly alerts, compared with the store's rows).
 
-Set ``LOGSTREAM_UPDATE_SCREENSHOT=1`` to also write ``docs/dashboard.png``.
+The README's picture is made by ``scripts/dashboard_picture.py`` (the demo's store).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import time
 from collections import Counter
@@ -392,11 +391,9 @@ def test_screenshot(page, expected, tmp_path):
     page.check("#range input[value='24h']")
     eventually(lambda: plotted_sum(page, "graph-requests"), expected["total"])
     page.wait_for_timeout(1500)  # let plotly finish drawing
-    shot = tmp_path / "dashboard.png"
+    shot = tmp_path / "dashboard.png"  # the README's picture: scripts/dashboard_picture.py
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 50_000
-    if os.environ.get("LOGSTREAM_UPDATE_SCREENSHOT") == "1":
-        shutil.copyfile(shot, REPO / "docs" / "dashboard.png")
 
 
 def test_before_the_store_exists_the_page_waits_for_it(browser, tmp_path):

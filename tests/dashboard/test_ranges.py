@@ -114,3 +114,24 @@ def test_the_offset_a_log_is_written_in_is_read_from_its_lines(nasa_day, combine
     assert written_offset(oracle.read_lines(nasa_day)[:100]) == "-04:00"
     assert written_offset(oracle.read_lines(combined_log)[:100]) == "+00:00"
     assert written_offset(oracle.read_lines(crlf_log)[:100]) == "-08:00"
+
+
+def test_the_span_covered_counts_the_windows_written_ahead_of_the_ledger(tmp_path):
+    """In the demo the first micro-batch is slow and the next one's windows are written (and
+    drawn) before its ledger row: the span a panel covers runs to the last window drawn, not
+    to the ledgered newest event (it said "the last -8 h 21 min")."""
+    from logstream.serving import IngestBatchWrite
+
+    store = new_store(tmp_path / "s.db", store_retention="7200 seconds")
+    commit(store, 0, traffic=[traffic_row(k, 10) for k in range(60)])
+    ahead = IngestBatchWrite(
+        batch_id=1, events=4200, traffic=[traffic_row(k, 10) for k in range(60, 480)]
+    )
+    ahead.dimensions = [("sections", "/images", *traffic_row(k, 10)) for k in range(360, 480)]
+    ahead.max_event_time_ms = None
+    assert store.commit_ingest_views("ingest", ahead)
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    title = dimension_figure(snap, "sections")["layout"]["title"]["text"]
+    assert (
+        "covers the last 2 h of the range (the store keeps it for --store-retention 2 h)" in title
+    )

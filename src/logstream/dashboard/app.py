@@ -206,6 +206,17 @@ _OUTPUTS = (
 _UNCHANGED = (dash.no_update,) * (len(_OUTPUTS) - 4)
 
 
+def _shown_path(store: Path | str) -> Path | str:
+    """A store file as the page names it: relative to the working directory when it is
+    under it (``out/demo/logstream.db``, as ``make run`` says it), else as it is."""
+    if isinstance(store, Path):
+        try:
+            return store.absolute().relative_to(Path.cwd())
+        except ValueError:
+            return store
+    return store
+
+
 def refresh_outputs(
     store_path: Path | str,
     time_range: str | None,
@@ -386,7 +397,7 @@ def create_app(
     add_metrics_route(app.server, store_path)
 
     def layout() -> Any:
-        label = redact_url(str(store_path))
+        label = redact_url(str(_shown_path(store_path)))
         page = build_layout(refresh_ms, spark_ui_url or _spark_ui_for_request(), label)
         if devices_dir is not None:
             page.children[1].children.insert(3, devices_row())  # after the KPIs

@@ -160,6 +160,21 @@ def epoch_s(text: str) -> float:
     return value.timestamp()
 
 
+def span_text(seconds: float) -> str:
+    """A span rounded to the minute, in hours and minutes.
+
+    Examples
+    --------
+    >>> span_text(7200), span_text(7260), span_text(2400)
+    ('2 h', '2 h 1 min', '40 min')
+    """
+    minutes = round(seconds / 60)
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return f"{minutes} min"
+    return f"{hours} h" if not rest else f"{hours} h {rest} min"
+
+
 def interval_s(text: str | None) -> float | None:
     """Seconds of a Spark interval string as the pipeline stores it (``"60 seconds"``)."""
     if not text:
@@ -547,11 +562,14 @@ class Snapshot:
         start = max(epoch_s(begins), data_from)
         if epoch_s(covered_from) - start <= max(60, bucket):
             return None
-        minutes = round((epoch_s(self.newest_event) - epoch_s(covered_from)) / 60)
-        hours, rest = divmod(minutes, 60)
-        if not hours:
-            return f"{minutes} min"
-        return f"{hours} h" if not rest else f"{hours} h {rest} min"
+        # the end of what the charts draw: the newest ledgered event, or the windows written
+        # ahead of the ledger (drawn all the same)
+        end = epoch_s(self.newest_event)
+        if self.traffic is not None and self.traffic.times:
+            end = max(end, epoch_s(self.traffic.times[-1]) + bucket)
+        if end <= epoch_s(covered_from):
+            return None
+        return span_text(end - epoch_s(covered_from))
 
     def coverage_note(self, covered_from: str | None, what: str = "the range") -> str:
         """``covers the last 2 h of the range (the store keeps it for --store-retention 2
@@ -559,9 +577,10 @@ class Snapshot:
         span = self.covered_span(covered_from)
         if span is None:
             return ""
+        retention = interval_s(self.store_retention)
         kept = (
-            f" (the store keeps it for --store-retention {self.store_retention})"
-            if self.store_retention
+            f" (the store keeps it for --store-retention {span_text(retention)})"
+            if retention
             else " (the store keeps it for --store-retention)"
         )
         return f"covers the last {span} of {what}{kept}"
