@@ -58,7 +58,6 @@ REPORT_KEYS: tuple[str, ...] = (
 QUARANTINE_EXAMPLES = 5
 
 
-
 _FIXED_OFFSET = re.compile(r"^([+-])(\d\d):(\d\d)$")
 
 
