@@ -32,14 +32,14 @@ file in one micro-batch; ingest only, every output).
 
 Each step is a lower bound for every step after it; ``parse_write`` is the least a backfill
 that writes its events does. Ratios are GoAccess's wall time over the step's (> 1: faster).
-Writes ``bench/results/floor.json`` (``--out`` another file).
+Writes ``bench/results/floor.json`` (``--out`` another file), under the run ``--run`` (default:
+the days, ``31d``); the file keeps the latest result of each run.
 
 Usage::
 
     python bench/bench_floor.py [--days 31] [--repeat 1] [--out FILE]
         [--logstream-rows batch,backfill_ingest,backfill_full]
-    python bench/bench_floor.py --days 1 --repeat 3 --logstream-rows batch \
-        --out bench/results/floor-1d.json
+    python bench/bench_floor.py --days 1 --repeat 3 --logstream-rows batch   # run 1d
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def time_logstream(row: str, files: list[Path]) -> float:
 
 
 def main() -> None:
-    ap = harness.parser(__doc__.splitlines()[0], "floor", days=True)
+    ap = harness.parser(__doc__.splitlines()[0], "floor", days=True, runs=True)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each step (median reported)")
     ap.add_argument(
         "--logstream-rows",
@@ -195,7 +195,7 @@ def main() -> None:
         "rows": rows,
         "targets": found,
     }
-    harness.write_result(result, args.out, show=False)
+    harness.write_result(result, args.out, show=False, run=harness.run_name(args))
 
 
 if __name__ == "__main__":

@@ -48,17 +48,18 @@ across July, 1,093,432 lines, plain text). Every figure is the wall time of a wh
    its last 10 minutes (``steady_*``: total RSS and state rows, first and last minute).
 
 Ratios are GoAccess's wall time over logstream's (> 1: logstream is faster). Writes
-``bench/results/vs-goaccess.json``.
+``bench/results/vs-goaccess.json`` under the run ``--run`` (default: the days, ``31d``); the
+file keeps the latest result of each run (``284d``, ``report-panels``, ``soak-20min`` …).
 
 Usage::
 
     python bench/bench_vs_goaccess.py [--days 31] [--files-per-trigger 31] [--skip-live]
         [--live-rate 10000] [--live-seconds 120] [--live-clock replay|wall|both]
         [--rows batch,backfill_full,...]
-        [--bot-model DIR] [--out bench/results/vs-goaccess.json]
+        [--bot-model DIR] [--out bench/results/vs-goaccess.json] [--run NAME]
 
 ``--rows`` runs only the rows named (GoAccess always runs: every ratio is of one run);
-``--rows "" --live-clock wall --live-seconds 1200 --out bench/results/soak-20min.json`` is
+``--rows "" --live-clock wall --live-seconds 1200 --run soak-20min`` is
 the 20-minute soak.
 """
 
@@ -364,7 +365,7 @@ def time_rows(files: list[Path], rows: list[str], per: int, bot_model: Path | No
 
 
 def main() -> None:
-    parser = harness.parser(__doc__, "vs-goaccess", days=True)
+    parser = harness.parser(__doc__, "vs-goaccess", days=True, runs=True)
     parser.add_argument("--files-per-trigger", type=int, default=31)
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--live-rate", type=int, default=10_000)
@@ -400,7 +401,7 @@ def main() -> None:
             report[key] = live(
                 files, args.live_rate, args.live_seconds, wall_clock, args.live_trigger
             )
-    harness.write_result(report, args.out)
+    harness.write_result(report, args.out, run=harness.run_name(args))
 
 
 if __name__ == "__main__":

@@ -515,11 +515,12 @@ def machine() -> dict[str, Any]:
 
 
 def parser(
-    doc: str | None, result: str | None = None, days: bool = False
+    doc: str | None, result: str | None = None, days: bool = False, runs: bool = False
 ) -> argparse.ArgumentParser:
     """A benchmark's command line: ``doc`` as its description (kept as written), with
     ``--days`` (of the NASA input, default 31: 1,093,432 lines) and ``--out`` (default
-    ``bench/results/RESULT.json``) when asked."""
+    ``bench/results/RESULT.json``) when asked; with ``runs``, ``--run NAME``: the result
+    file keeps the latest result of each run (:func:`run_name`, :func:`write_result`)."""
     made = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -527,7 +528,18 @@ def parser(
         made.add_argument("--days", type=int, default=31, help="days of the NASA input")
     if result:
         add_out_argument(made, result)
+    if runs:
+        made.add_argument(
+            "--run",
+            help="the run's name in the result file, which keeps the latest result of each "
+            "run (default: the days, e.g. 31d)",
+        )
     return made
+
+
+def run_name(args: argparse.Namespace) -> str:
+    """The run a benchmark's result is kept under: ``--run``, else its days (``31d``)."""
+    return args.run or f"{args.days}d"
 
 
 def add_out_argument(parser: argparse.ArgumentParser, name: str) -> None:
@@ -538,14 +550,24 @@ def add_out_argument(parser: argparse.ArgumentParser, name: str) -> None:
     )  # fmt: skip
 
 
-def write_result(result: dict[str, Any], out: Path, show: bool = True) -> None:
-    """Write ``result`` as indented JSON to ``out`` and (``show``) print it."""
+def write_result(
+    result: dict[str, Any], out: Path, show: bool = True, run: str | None = None
+) -> None:
+    """Write ``result`` as indented JSON to ``out`` and (``show``) print it.
+
+    With ``run``, ``out`` holds ``{"runs": {RUN: result, …}}``: the latest result of each run
+    of the benchmark (``31d``, ``284d``, ``report-panels`` …), one file per benchmark; the
+    other runs it holds are kept.
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(result, indent=2) + "\n"
-    out.write_text(text)
+    document = result
+    if run is not None:
+        kept = json.loads(out.read_text()).get("runs", {}) if out.exists() else {}
+        document = {"runs": dict(sorted({**kept, run: result}.items()))}
+    out.write_text(json.dumps(document, indent=2) + "\n")
     if show:
-        print(text, end="")
-    print(f"written {out}", file=sys.stderr)
+        print(json.dumps(result, indent=2))
+    print(f"written {out}" + (f" (run {run})" if run else ""), file=sys.stderr)
 
 
 def run(main: Callable[[], int | None]) -> None:

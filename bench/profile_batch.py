@@ -8,8 +8,8 @@ reference), the Spark jobs, their summed wall time and the executor run time of 
 
 Usage::
 
-    python bench/profile_batch.py                  # 31 days: bench/results/profile-batch-31d.json
-    python bench/profile_batch.py --days 284       # 10M lines: profile-batch-284d.json
+    python bench/profile_batch.py             # 31 days: run 31d of bench/results/profile-batch.json
+    python bench/profile_batch.py --days 284  # 10M lines: its run 284d
 
 One run, ``local[2]``, a fresh session: the JVM's start is not in the figures, its warm-up is.
 """
@@ -52,12 +52,10 @@ def profile(days: int) -> dict:
 
 
 def main() -> None:
-    parser = harness.parser(__doc__, days=True)
-    parser.add_argument("--out", type=Path, help="default: bench/results/profile-batch-<D>d.json")
+    parser = harness.parser(__doc__, "profile-batch", days=True, runs=True)
     args = parser.parse_args()
     result = profile(args.days)
-    out = args.out or harness.RESULTS / f"profile-batch-{args.days}d.json"
-    harness.write_result(result, out, show=False)
+    harness.write_result(result, args.out, show=False, run=harness.run_name(args))
     print(json.dumps({k: result[k] for k in ("report_wall_s", "per_step_spark")}, indent=2))
 
 

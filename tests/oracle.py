@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import unquote
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,35 @@ def bandwidth(refs: list[Ref]) -> int:
     return sum(r.bytes_sent for r in refs)
 
 
+#: The protocols GoAccess accepts at the end of a request line (a prefix, case-sensitive).
+HTTP_PROTOCOLS = ("HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/3")
+
+
+def request_key(r: Ref) -> tuple[str, str | None, str | None]:
+    """The request as GoAccess keys it: the target (``%xx``-decoded, trimmed when it had an
+    escape), its method and protocol; ``("-", None, None)`` without a valid protocol."""
+    if r.url_path is None or r.protocol is None or not r.protocol.startswith(HTTP_PROTOCOLS):
+        return "-", None, None
+    target = r.url_path + (f"?{r.query_string}" if r.query_string else "")
+    if "%" in target:
+        target = unquote(target.replace("+", "%2B")).strip()
+    return target, r.method, r.protocol
+
+
 def unique_not_found(refs: list[Ref]) -> int:
-    return len({r.url_path for r in refs if r.status == 404 and r.url_path is not None})
+    """GoAccess's ``unique_not_found``: distinct requests answered 404 (:func:`request_key`)."""
+    return len({request_key(r) for r in refs if r.status == 404})
 
 
 def unique_visitors_utc(refs: list[Ref]) -> int:
+    """GoAccess's visitors on UTC days: distinct (day, host, user agent), 4xx left out."""
+    return len(
+        {(r.epoch // 86400, r.client_host, r.user_agent) for r in refs if not 400 <= r.status < 500}
+    )
+
+
+def hosts_per_day_utc(refs: list[Ref]) -> int:
+    """Distinct client hosts of each UTC day, summed over the days."""
     return len({(r.epoch // 86400, r.client_host) for r in refs})
 
 

@@ -11,6 +11,7 @@ demo serves Spark's UI).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -248,6 +249,18 @@ def test_demo_runs_until_ctrl_c_and_its_outputs_agree_with_the_batch_report(
         ).fetchone()
     n = events.count()
     assert n == counters["events"] > 1000 and counters["quarantined"] == 0
+
+    # issue 54 item 13: the summary says what the replay wrote and what was left unread
+    in_landing = 0
+    for path in (out / "landing").iterdir():
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as fh:
+            in_landing += sum(1 for _ in fh)
+    said = re.search(r"the replay wrote ([\d,]+) lines(?:; ([\d,]+) of them not read yet)?", log)
+    assert said is not None, log[-3000:]
+    assert int(said[1].replace(",", "")) == in_landing
+    read = counters["events"] + counters["late_events"] + counters["quarantined"]
+    assert int((said[2] or "0").replace(",", "")) == in_landing - read
 
     # the demo wrote the day into a growing access.log, rotated every 12 h of event time (the
     # first rotation falls 8 h into the day, at 12:00 UTC), and the pipeline followed it: what

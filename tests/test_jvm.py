@@ -45,3 +45,41 @@ def test_it_is_built_in_a_process_of_its_own(spark, tmp_path, monkeypatch):
         build_archive()
     assert list(tmp_path.iterdir()) == []  # no staging file left behind
     assert "-XX:+UseParallelGC" in LOCAL_JAVA_OPTIONS
+
+
+#: What a JVM of logstream printed on every start (issue 54 item 22), and the device
+#: pipeline's Python worker in its first micro-batch.
+NOISE = [
+    "WARNING: Using incubator modules: jdk.incubator.vector",
+    "Using Spark's default log4j profile: org/apache/spark/log4j2-defaults.properties",
+    'Setting default log level to "WARN".',
+    "To adjust logging level use sc.setLogLevel(newLevel). For SparkR, use setLogLevel(newLevel).",
+    "26/11/29 05:08:36 WARN NativeCodeLoader: Unable to load native-hadoop library for your "
+    "platform... using builtin-java classes where applicable",
+    "Warning: Java versions > Java 11 can only operate in restricted mode where no off-heap "
+    "operations are allowed!",
+    "Starting Streaming TransformWithStateInPandas Python worker.",
+    "",
+    "Streaming TransformWithStateInPandas Python worker Completed execution of UDF: <f>.",
+    "",
+    "26/11/29 05:08:37 WARN Utils: Service 'SparkUI' could not bind on port 4041. "
+    "Attempting port 4042.",
+]
+
+
+def test_the_jvm_says_nothing_a_user_cannot_act_on():
+    """Issue 54 item 22: the JVM's start-up lines (incubator modules, log4j's profile, the
+    native Hadoop library, Java's restricted mode, the UI's port retries) and the Python
+    worker's execution notes are dropped; a port retry leaves one line saying what to do;
+    anything else goes through unchanged."""
+    from logstream.jvm import JvmOutputFilter
+
+    kept = []
+    quiet = JvmOutputFilter(kept.append)
+    for line in [*NOISE, "26/11/29 05:09:00 ERROR Executor: Exception in task 0.0", *NOISE]:
+        quiet.line(line)
+    assert kept == [
+        "note: port 4041 of Spark's UI is in use, so Spark tries the next ones "
+        "(--conf spark.ui.port=PORT chooses one)",
+        "26/11/29 05:09:00 ERROR Executor: Exception in task 0.0",
+    ]

@@ -19,6 +19,9 @@ from logstream.errors import ConfigError
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "DEFAULT_OUTPUT_DIR",
+    "DEFAULT_STORE",
+    "DEFAULT_STORE_NAME",
     "PANELS",
     "PANEL_TITLES",
     "SparkSettings",
@@ -27,6 +30,14 @@ __all__ = [
     "data_dir",
     "validate_time_zone",
 ]
+
+#: ``logstream run``'s root of the outputs when ``--output-dir`` is not given.
+DEFAULT_OUTPUT_DIR = Path("out/stream")
+#: File name of the serving store under the output directory when ``--store`` is not given.
+DEFAULT_STORE_NAME = "logstream.db"
+#: The serving store ``logstream run`` writes and ``logstream dashboard`` reads by default
+#: (one default for both: the page reads what the pipeline writes).
+DEFAULT_STORE = DEFAULT_OUTPUT_DIR / DEFAULT_STORE_NAME
 
 #: GoAccess's panels, by their GoAccess JSON key, in GoAccess's order: the batch report's
 #: (``logstream batch --no-panel``) and the stream's ``traffic_by_panel`` (``logstream run

@@ -24,12 +24,14 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from logstream.data import DATASETS, DataFetchError, fetch, find_logs
+from logstream.parsing.detect import written_offset
 from logstream.pipeline import INGEST_QUERY, Pipeline, PipelineConfig
 from logstream.pipeline.run import detect_file_format
 from logstream.replay import (
@@ -41,7 +43,17 @@ from logstream.replay import (
 )
 from logstream.sources.follow import read_to_end
 
-__all__ = ["DemoSettings", "DemoSource", "choose_source", "run_demo"]
+__all__ = [
+    "LINES_WRITTEN",
+    "DemoSettings",
+    "DemoSource",
+    "choose_source",
+    "run_demo",
+    "unread_note",
+]
+
+#: The ``pipeline_state`` key of the lines the demo's replay wrote into its landing log.
+LINES_WRITTEN = "demo_lines_written"
 
 
 @dataclass(frozen=True)
@@ -148,7 +160,10 @@ def run_demo(
     Returns
     -------
     Pipeline
-        The stopped pipeline (its totals and listener history), for summaries and tests.
+        The stopped pipeline (its totals and listener history), for summaries and tests; the
+        lines the replay wrote are in its store's state (:data:`LINES_WRITTEN`). A stop
+        requested while the demo starts (Ctrl-C) returns it before anything more starts or is
+        announced: no dashboard, no replay, no query.
     """
     stop_event = stop_event or threading.Event()
     source = choose_source(settings, console)
@@ -172,7 +187,13 @@ def run_demo(
     pipeline = Pipeline(spark, cfg, on_progress=on_progress, stop_requested=stop_event)
     if on_start is not None:
         on_start(pipeline)
-    pipeline.store.set_state({"source_label": source.label, "synthetic": str(source.synthetic)})
+    # the offset the replayed lines are written in: the dashboard's times by default
+    offset = written_offset(r.text for r in islice(source.records(), 100)) or ""
+    pipeline.store.set_state(
+        {"source_label": source.label, "synthetic": str(source.synthetic), "log_offset": offset}
+    )
+    if stop_event.is_set():  # stopped while the demo started: nothing more starts
+        return pipeline
     replay_stop = threading.Event()
 
     def before_compress(rotated: Path) -> None:
@@ -221,6 +242,36 @@ def run_demo(
         stop_event.set()
         pipeline.stop()
         replay_thread.join(10)
+        # the replay has closed its log: what it wrote, against what the pipeline read
+        pipeline.store.set_state({LINES_WRITTEN: str(replayer.summary.lines_sent)})
         if server is not None:
             server.stop()
     return pipeline
+
+
+def unread_note(written: int | None, read: int, landing: Path) -> str:
+    """What the demo's replay wrote and the pipeline did not read before it stopped.
+
+    Parameters
+    ----------
+    written : int or None
+        Lines the replay wrote into the landing log (None: unknown, an older store).
+    read : int
+        Lines the pipeline counted: on-time and late events, quarantined lines.
+    landing : Path
+        The landing directory (emptied by the next demo).
+
+    Examples
+    --------
+    >>> unread_note(100, 100, Path("landing"))
+    'the replay wrote 100 lines, every one read'
+    """
+    if written is None:
+        return ""
+    unread = max(written - read, 0)
+    if not unread:
+        return f"the replay wrote {written:,} lines, every one read"
+    return (
+        f"the replay wrote {written:,} lines; {unread:,} of them not read yet, left in "
+        f"{landing} (the next run empties it)"
+    )

@@ -36,7 +36,10 @@ stop is the driver's to make (docs/operations.md, "Stopping"):
   driver holds; on Linux the kernel also sends it SIGKILL when the thread that started it
   ends (``PR_SET_PDEATHSIG``), so a SIGKILL of the driver takes the JVM at once, as it did
   when both were in one group. At a normal exit the driver closes that input and waits for the
-  JVM, which then runs Spark's shutdown hooks (its temporary directories) before it exits.
+  JVM, which then runs Spark's shutdown hooks (its temporary directories) before it exits;
+* its output reaches the driver's through :class:`JvmOutputFilter`: what a user cannot act on
+  (:data:`JVM_NOISE`: the start-up notes of Java, log4j and Hadoop, the Python worker's notes)
+  is left out, and Spark's UI taking another port is one line saying how to choose it.
 """
 
 from __future__ import annotations
@@ -46,12 +49,13 @@ import ctypes
 import hashlib
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,7 +64,9 @@ from logstream import __version__
 
 __all__ = [
     "ARCHIVE_ENV",
+    "JVM_NOISE",
     "QUIET_OPTIONS",
+    "JvmOutputFilter",
     "archive_options",
     "archive_path",
     "java_binary",
@@ -147,6 +153,80 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+#: Lines of the JVM's output a user cannot act on, dropped (a JVM logstream starts itself):
+#: the ``--add-modules`` of Spark's launcher, log4j's default profile and Spark's note on log
+#: levels (logstream sets its own), Hadoop's native library (the pure-Java one serves),
+#: DataSketches' note on Java's restricted mode, and the notes the Python worker of a
+#: ``transformWithStateInPandas`` query prints on its first micro-batch.
+JVM_NOISE = re.compile(
+    r"^(WARNING: Using incubator modules: "
+    r"|Using Spark's default log4j profile: "
+    r"|Setting default log level to "
+    r"|To adjust logging level use sc\.setLogLevel"
+    r"|Warning: Java versions > Java \d+ can only operate in restricted mode"
+    r"|(Starting )?Streaming TransformWithStateInPandas Python worker"
+    r"|\S+ \S+ WARN NativeCodeLoader: Unable to load native-hadoop library)"
+)
+#: Spark's UI retrying the next port: one note instead, with what to do.
+_UI_PORT_RETRY = re.compile(r"WARN Utils: Service 'SparkUI' could not bind on port (\d+)\.")
+
+
+class JvmOutputFilter:
+    """Pass a JVM's output lines to ``write``, but those a user cannot act on
+    (:data:`JVM_NOISE`, the blank line after one of them); Spark's UI retrying another port
+    becomes one line saying what to do.
+
+    Parameters
+    ----------
+    write : callable
+        Called with each line kept, without its line ending.
+    """
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self._dropped = False
+        self._told_port = False
+
+    def line(self, text: str) -> None:
+        """Handle one line (without its line ending)."""
+        dropped, self._dropped = self._dropped, False
+        if JVM_NOISE.match(text):
+            self._dropped = True
+        elif not text.strip() and dropped:
+            pass  # the Python worker's notes end with a blank line
+        elif retry := _UI_PORT_RETRY.search(text):
+            if not self._told_port:
+                self._told_port = True
+                self.write(
+                    f"note: port {retry[1]} of Spark's UI is in use, so Spark tries the next "
+                    "ones (--conf spark.ui.port=PORT chooses one)"
+                )
+        else:
+            self.write(text)
+
+
+def _relay(pipe: Any, fd: int) -> None:
+    """Copy a JVM's output from ``pipe`` to file descriptor ``fd``, line by line, through a
+    :class:`JvmOutputFilter`, until the JVM closes it. Never raises: a JVM whose output is
+    not read would block."""
+
+    def write(text: str) -> None:
+        try:
+            os.write(fd, (text + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    quiet = JvmOutputFilter(write)
+    try:
+        for raw in iter(pipe.readline, b""):
+            try:
+                quiet.line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            except Exception:  # a line the filter cannot read goes through as it is
+                write(raw.decode("utf-8", "replace").rstrip("\r\n"))
+    except (OSError, ValueError):
+        return
+
+
 @contextmanager
 def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
     """While inside, PySpark's gateway launch starts the JVM detached (see the module
@@ -171,7 +251,13 @@ def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
                 _die_with_parent(parent)
 
         kwargs["start_new_session"] = True
+        # the JVM's output goes through a filter (JvmOutputFilter) to the driver's own
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
         started.append(original(*args, preexec_fn=preexec, **kwargs))
+        for pipe, fd in ((started[-1].stdout, 1), (started[-1].stderr, 2)):
+            relay = threading.Thread(target=_relay, args=(pipe, fd), name="logstream-jvm-output")
+            relay.daemon = True
+            relay.start()
         return started[-1]
 
     java_gateway.Popen = popen

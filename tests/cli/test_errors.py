@@ -31,6 +31,34 @@ def test_bad_input_exits_2_with_a_message_naming_the_value(args, message, nasa_d
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["batch", "{nasa}"],
+        ["sql", "{nasa}", "-e", "SELECT 1"],
+        ["rules", "--source", "rate", "--rate", "10"],
+        ["run", "--input-dir", "{tmp}/in", "--output-dir", "{tmp}/out", "--state-dir", "{tmp}/s"],
+        ["model", "train", "bots", "--input", "{nasa}", "--out", "{tmp}/model"],
+        ["model", "evaluate", "bots", "--model", "{tmp}/model", "--input", "{nasa}"],
+        ["dstream", "run", "--socket", "localhost:9"],
+    ],
+    ids=lambda a: " ".join(w for w in a if not w.startswith(("{", "-", "SELECT"))),
+)
+def test_a_bad_format_is_refused_before_spark_starts(args, nasa_day, tmp_path, monkeypatch, capsys):
+    """Issue 54 item 2: ``logstream batch FILE --format bogus`` was refused only after Spark
+    had started (16 s); every command checks its --format before the JVM starts."""
+    import logstream.session
+
+    def no_spark(*_args, **_kwargs):
+        raise AssertionError("Spark was started before --format was checked")
+
+    monkeypatch.setattr(logstream.session, "get_spark", no_spark)
+    (tmp_path / "in").mkdir()
+    args = [a.replace("{nasa}", str(nasa_day)).replace("{tmp}", str(tmp_path)) for a in args]
+    assert main([*args, "--format", "bogus"]) == 2
+    assert "unknown log format 'bogus'" in capsys.readouterr().err
+
+
 def test_empty_directory_is_rejected(tmp_path, capsys):
     assert main(["batch", str(tmp_path)]) == 2
     assert "holds no log file" in capsys.readouterr().err

@@ -157,6 +157,9 @@ def test_a_signal_stops_the_run_cleanly(landing, tmp_path, moment, signum, targe
             proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
     assert "Traceback" not in stderr + stdout, stderr[-5000:]
+    # issue 54 item 22: nothing of the JVM's start a user cannot act on
+    for noise in ("incubator modules", "log4j profile", "NativeCodeLoader", "restricted mode"):
+        assert noise not in stderr + stdout, stderr[-3000:]
     assert f"received {signal.Signals(signum).name}: stopping" in stderr, stderr[-3000:]
     # nothing of the run is left: the driver's JVM ends with it (its children with the JVM)
     deadline = time.monotonic() + 30
@@ -214,3 +217,34 @@ def test_devices_run_waits_in_steps_until_its_deadline_or_a_stop():
     start = time.monotonic()
     _wait([query], stop, None)
     assert time.monotonic() - start < 5  # not the 40 s of a --duration: a step or two
+
+
+def test_a_stop_while_the_demo_starts_starts_and_announces_nothing_more(
+    spark, nasa_day, tmp_path, monkeypatch, capsys
+):
+    """Issue 54 item 3: Ctrl-C during start-up printed "received SIGINT: stopping the
+    queries", then "dashboard: http://…" and "replaying … Ctrl-C stops", then "done … in 0
+    micro-batches". After a stop is asked for, nothing new starts or is announced."""
+    from tests.conftest import free_port
+
+    import logstream.demo
+    from logstream.cli import main
+
+    built = logstream.demo.Pipeline
+
+    def interrupted(*args, **kwargs):
+        pipeline = built(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the demo starts
+        return pipeline
+
+    monkeypatch.setattr(logstream.demo, "Pipeline", interrupted)
+    monkeypatch.setenv("LOGSTREAM_DATA_DIR", str(nasa_day.parent))
+    out = tmp_path / "demo"
+    assert main(["run", "--demo-out", str(out), "--port", str(free_port())]) == 0
+    err = capsys.readouterr().err
+    assert "received SIGINT: stopping the queries" in err, err
+    after = err.split("received SIGINT: stopping the queries", 1)[1]
+    for announced in ("dashboard:", "replaying", "done:"):
+        assert announced not in after, err
+    assert "stopped before the queries started: nothing was read" in after
+    assert not (out / "landing" / "access.log").exists()  # the replay never started

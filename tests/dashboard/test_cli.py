@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ from logstream.errors import ConfigError
     ("args", "message"),
     [
         (["--store", "mysql://db/live"], "store 'mysql://db/live' is not supported"),
-        (["--store", "out/logstream.db"], "use sqlite:///PATH"),
+        (["--store", "sqlite:/out/logstream.db"], "use sqlite:///PATH"),
         (["--port", "70000"], "port 70000 is not a TCP port: use 1–65535"),
         (["--refresh", "0.1"], "--refresh 0.1 is out of range"),
         (["--top", "0"], "--top 0 is out of range"),
@@ -56,6 +57,35 @@ def test_options_reach_the_server(monkeypatch, tmp_path, capsys):
     assert (seen["refresh_s"], seen["top"], seen["spark_ui_url"]) == (1.0, 5, "http://spark:4040")
     err = capsys.readouterr().err
     assert "http://127.0.0.1:9001/" in err and "does not exist yet" in err
+
+
+def test_the_default_store_is_the_one_logstream_run_writes_by_default(monkeypatch, capsys):
+    """Issue 54 item 18: ``run`` wrote out/stream/logstream.db and ``dashboard`` read
+    out/logstream.db, so with the defaults the page waited forever."""
+    from logstream.pipeline.config import PipelineConfig
+
+    seen = {}
+
+    def fake_serve(path, *args, **kw):
+        seen.update(p=path)
+        kw["on_ready"]("http://127.0.0.1:8050/")
+
+    monkeypatch.setattr(logstream.dashboard, "serve_dashboard", fake_serve)
+    assert main(["dashboard"]) == 0
+    run_default = PipelineConfig.build(source="dir", input_dir=Path("landing")).store_path
+    assert Path(seen["p"]).absolute() == run_default.absolute()
+    assert str(seen["p"]) in capsys.readouterr().err
+
+
+def test_a_plain_path_is_a_sqlite_store(monkeypatch, tmp_path, capsys):
+    """``--store out/stream/logstream.db`` is read as the SQLite file, as ``sqlite:///…``."""
+    seen = {}
+    monkeypatch.setattr(logstream.dashboard, "serve_dashboard", lambda p, *a, **k: seen.update(p=p))
+    store = tmp_path / "live.db"
+    assert main(["dashboard", "--store", str(store)]) == 0
+    assert seen["p"] == store
+    assert main(["dashboard", "--store", f"sqlite:///{store}"]) == 0
+    assert seen["p"] == store
 
 
 def test_help_names_the_options(capsys):

@@ -194,3 +194,16 @@ def test_a_single_point_gets_an_axis_of_seconds_not_of_its_millisecond(tmp_path)
     snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
     assert "range" not in health_figure(snap)["layout"]["xaxis"]
     assert "range" not in requests_figure(snap)["layout"]["xaxis"]
+
+
+def test_the_first_micro_batch_s_input_rate_is_a_dash_with_its_reason(tmp_path):
+    """Issue 54 item 12: the dashboard showed "Input rate 0 events/s" for batch 0 of 4,450
+    rows; Spark cannot time the first micro-batch's input against an earlier trigger."""
+    store = new_store(tmp_path / "s.db")
+    commit(store, 0, traffic=[traffic_row(10, 5)], max_event_time_ms=T0_MS + 10 * MINUTE_MS)
+    store.record_progress([progress(0, input_rows_per_s=None, num_input_rows=4450)])
+    out = refresh_outputs(tmp_path / "s.db", "all", "", None)
+    assert kpi(out, "input-rate") == (
+        "–",
+        "events/s, batch #0: the first of the run, no earlier trigger to time it",
+    )

@@ -463,3 +463,68 @@ def test_a_query_whose_python_worker_did_not_connect_back_is_restarted(monkeypat
     pipeline._await_device_queries(None, None, queries, threading.Event(), None, said.append)
     assert is_worker_start_timeout(queries[0].exception())  # given up after 3 restarts
     assert said[-1].endswith(f"({pipeline.WORKER_RESTARTS} of {pipeline.WORKER_RESTARTS})")
+
+
+def test_a_single_file_is_read_as_the_glob_of_its_name_reads_it(spark, tmp_path):
+    """Issue 54 item 1: ``devices run --input FILE`` with one file failed with "Option
+    'basePath' must be a directory" (five queries, five Java stack traces); a glob worked. One
+    file is read as its directory filtered to its name: the same lines as the glob's."""
+    from logstream.devices.pipeline import reading_lines
+
+    one = data_file("occupancy_datatest.txt.gz")
+    counts = {}
+    for name, given in (("file", str(one)), ("glob", str(one.parent / "occupancy_datatest.*"))):
+        query = (
+            reading_lines(spark, given)
+            .writeStream.format("memory")
+            .queryName(f"device_input_{name}")
+            .option("checkpointLocation", str(tmp_path / name))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            query.awaitTermination(120)
+            assert query.exception() is None
+        finally:
+            query.stop()
+        rows = spark.sql(f"SELECT source_file, count(*) AS n FROM device_input_{name} GROUP BY 1")
+        counts[name] = {r["source_file"].rsplit("/", 1)[-1]: r["n"] for r in rows.collect()}
+    assert counts["file"] == counts["glob"] == {"occupancy_datatest.txt.gz": 2_666}
+
+
+def test_every_field_that_fails_to_parse_is_quarantined(spark):
+    """Issue 54 item 29: a reading with a bad humidity became a null humidity, without
+    quarantine. A field given but not a number is quarantined, naming it; a field left empty
+    is optional (null), but for the time, the device and the temperature."""
+    from logstream.devices import parse_readings
+
+    def parsed(lines: list[str], fmt: str) -> list[tuple]:
+        frame = spark.createDataFrame(
+            [(v, "file:///x/d0.txt") for v in lines], "value string, source_file string"
+        )
+        return [
+            (r["humidity"], r["occupancy"], r["quarantine_detail"])
+            for r in parse_readings(frame, fmt, detail=True).collect()
+        ]
+
+    assert parsed(
+        [
+            '"2015-02-02 10:00:00",21,abc,0,500,0.004,0',
+            '"2015-02-02 10:00:00",21,27,0,500,wet,0',
+            '"2015-02-02 10:00:00",21,27,0,500,0.004,yes',
+            '"2015-02-02 10:00:00",21,,0,500,0.004,',
+        ],
+        "csv",
+    ) == [
+        (None, 0, "Humidity: 'abc' is not a number"),
+        (27.0, 0, "HumidityRatio: 'wet' is not a number"),
+        (27.0, None, "Occupancy: 'yes' is not a number"),
+        (None, None, None),  # left empty: optional
+    ]
+    assert parsed(
+        [
+            '{"device": "d1", "time": "2015-02-04 17:51:00", "temperature": 20, "humidity": "x"}',
+            '{"device": "d1", "time": "2015-02-04 17:51:00", "temperature": 20, "co2": null}',
+        ],
+        "json",
+    ) == [(None, None, "humidity: 'x' is not a number"), (None, None, None)]

@@ -106,11 +106,18 @@ def test_dstream_counts_equal_the_batch_report_and_independent_windows(spark, na
         unparseable, in_list = conn.execute(
             "SELECT MAX(unparseable_total), SUM(listed_requests) FROM dstream_batches"
         ).fetchone()
+        reasons = conn.execute(
+            "SELECT reason, MAX(lines_total) FROM dstream_quarantine GROUP BY reason"
+        ).fetchall()
+        examples = conn.execute("SELECT raw_line, reason FROM quarantine_examples").fetchall()
 
     # per-batch status classes summed = the batch report; every line parsed in both
     assert sum(status.values()) == report["general"]["valid_requests"] > 200
     assert status == report["status_classes"]
     assert unparseable == report["general"]["failed_requests"] == 1
+    # issue 54 item 28: with its reason, as the batch report keeps it, and the line itself
+    assert reasons == list(report["quarantine"]["reasons"].items()) == [("format_mismatch", 1)]
+    assert examples == [("this is not an access-log line", "format_mismatch")]
     # updateStateByKey's running totals = the report's top hosts
     assert report["top_hosts"] and all(
         hosts[row["client_host"]] == row["requests"] for row in report["top_hosts"]
@@ -223,6 +230,7 @@ def edge_lines() -> list[str]:
 def test_the_dstream_parser_quarantines_the_lines_the_batch_parser_does(
     spark, nasa_day, log_format, extra
 ):
+    from logstream.dstream.quarantine import drain_examples, quarantine_accumulator
     from logstream.dstream.weblog import (
         classify_line,
         parse_rdd_of,
@@ -254,7 +262,17 @@ def test_the_dstream_parser_quarantines_the_lines_the_batch_parser_does(
     # counts the quarantined lines
     counter = unparseable_accumulator(spark.sparkContext)
     before = counter.value
+    why = quarantine_accumulator(spark.sparkContext)
+    before_reasons, _ = drain_examples(why)
     kept = parse_rdd_of(fmt)(spark.sparkContext.parallelize(lines, 2)).collect()
     events = [(r.client_host, r.url_path, r.status, r.bytes_sent) for r in batch if not r[1]]
     assert sorted(kept) == sorted(events)
     assert counter.value - before == sum(reason is not None for reason in theirs.values())
+    # issue 54 item 28: the reasons are kept, as the other paths keep them, with the lines
+    reasons, examples = drain_examples(why)
+    added = {k: n - before_reasons.get(k, 0) for k, n in reasons.items()}
+    assert {k: n for k, n in added.items() if n} == dict(
+        Counter(reason for reason in theirs.values() if reason is not None)
+    )
+    assert examples and all(theirs[line] == reason for reason, line in examples)
+    assert drain_examples(why)[1] == []  # each example is taken once

@@ -108,3 +108,28 @@ def test_a_broken_progress_event_is_swallowed():
     listener.onQueryProgress(SimpleNamespace(progress=None))  # must not raise into Spark
     listener.flush(timeout=5)
     assert listener.history == []
+
+
+def test_the_first_micro_batch_s_input_rate_is_unmeasured_not_zero():
+    """Issue 54 item 12: batch 0 of 4,450 rows showed "in 0/s" (Spark reports 0 when no
+    earlier trigger exists to time the input against). It is None, and shown as "–" with the
+    reason, in the terminal and on the dashboard (tests/dashboard/test_tiles.py)."""
+    from rich.console import Console
+
+    from logstream.cli.run_progress import progress_printer
+
+    first = progress(0, name="ingest")
+    first.inputRowsPerSecond, first.numInputRows = 0.0, 4450
+    row = progress_row(first)
+    assert row["input_rows_per_s"] is None and row["num_input_rows"] == 4450
+    idle = progress(3, name="ingest")
+    idle.inputRowsPerSecond, idle.numInputRows = 0.0, 0
+    assert progress_row(idle)["input_rows_per_s"] == 0.0  # no rows: a rate of 0 is true
+    console = Console(record=True, width=200)
+    totals = SimpleNamespace(
+        events=4450, late_events=0, quarantined=0, watermark_ms=None, batches=1
+    )
+    pipeline = SimpleNamespace(totals=totals, ingest=None)
+    progress_printer(console, [pipeline])(row)
+    line = console.export_text()
+    assert "4,450 rows, in –/s (first micro-batch: no earlier trigger to time it)" in line

@@ -21,6 +21,7 @@ GENERAL_KEYS = {
     "valid_requests",
     "failed_requests",
     "unique_visitors",
+    "hosts_per_day",
     "unique_urls",
     "unique_not_found",
     "bandwidth_bytes",
@@ -34,7 +35,12 @@ def nasa_report(spark, nasa_day):
     parsed = parse(read_lines(spark, [nasa_day]), compile_format("common"))
     # the UTC calendar on purpose (the default is the log's own offset: test_nasa_day_report)
     return build_report(
-        parsed, top=10, time_zone="UTC", log_format="common", inputs=[str(nasa_day)]
+        parsed,
+        top=10,
+        time_zone="UTC",
+        log_format="common",
+        inputs=[str(nasa_day)],
+        protocol_required=True,  # as logstream batch passes it for a format with %r
     )
 
 
@@ -53,6 +59,7 @@ def test_general_statistics_equal_the_oracle(nasa_report, nasa_refs):
     assert g["bandwidth_bytes"] == oracle.bandwidth(nasa_refs)
     assert g["unique_not_found"] == oracle.unique_not_found(nasa_refs)
     assert g["unique_visitors"] == oracle.unique_visitors_utc(nasa_refs)
+    assert g["hosts_per_day"] == oracle.hosts_per_day_utc(nasa_refs)
     assert g["unique_urls"] == len({r.url_path for r in nasa_refs})
     assert g["first_event"] == "1995-07-09T04:00:00+00:00"
     assert g["last_event"] == "1995-07-10T03:59:59+00:00"
@@ -189,7 +196,7 @@ def test_time_zone_option_moves_the_calendar(spark, nasa_day, tmp_path):
     report = json.loads((tmp_path / "r.json").read_text())
     assert [d["day"] for d in report["top_content_pages_by_day"]] == ["1995-07-09"]
     assert report["hourly"][0]["hour"] == "1995-07-09T00:00:00-04:00"
-    assert report["general"]["unique_visitors"] == len(
+    assert report["general"]["hosts_per_day"] == len(
         {r.client_host for r in oracle.parse_file(nasa_day)[0]}
     )
 
@@ -240,3 +247,21 @@ def test_quarantine_keeps_every_copy_of_a_bad_line_in_input_order(spark, tmp_pat
         for line in f.read_text().splitlines()
     ]
     assert [(r["raw_line"], r["reason"]) for r in written] == bad
+
+
+def test_no_word_is_split_when_the_report_is_not_on_a_terminal(nasa_report, capsys):
+    """Issue 54 item 19: written to a file or a pipe, the tables were folded at 80 columns
+    in the middle of words (``/images/NASA-logosmall.gi⏎f``). Off a terminal the tables take
+    their own width: each cell is whole on its line."""
+    from logstream.report import render_terminal
+
+    render_terminal(nasa_report)  # standard output is pytest's capture, not a terminal
+    out = capsys.readouterr().out
+    cells = [
+        *(u["url_path"] for u in nasa_report["top_urls"]),
+        *(i["data"] for i in nasa_report["static_requests"]["data"]),
+        *(h["client_host"] for h in nasa_report["top_hosts"]),
+    ]
+    assert "/images/NASA-logosmall.gif" in cells
+    for cell in cells:
+        assert re.search(rf"(^|[ │]){re.escape(cell)}([ │]|$)", out, flags=re.M), cell

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 from tests.conftest import COMBINED, data_file
@@ -199,6 +200,41 @@ def test_daily_visitors_equal_goaccess(ours, goaccess):
     m = ours["visitors"]["metadata"]
     assert (m["hits"], m["visitors"], m["bytes"]) == totals(goaccess["visitors"])
     assert m["visitors"] == goaccess["general"]["unique_visitors"] == 2095
+
+
+def test_the_general_figures_with_goaccess_s_names_are_goaccess_s(ours, goaccess):
+    """Issue 54 items 4 and 5: the headline said 2,034 unique visitors (hosts per day) where
+    GoAccess and the visitors panel say 2,095, and ``unique_not_found`` counted 66 distinct
+    404 paths where GoAccess and the ``not_found`` panel count 70 requests."""
+    g, theirs = ours["general"], goaccess["general"]
+    assert g["unique_visitors"] == theirs["unique_visitors"] == 2095
+    assert g["unique_not_found"] == theirs["unique_not_found"] == 70
+    assert g["unique_not_found"] == ours["not_found"]["metadata"]["items"]
+    assert g["hosts_per_day"] == 2034  # logstream's own figure, under its own name
+
+
+#: Elastic line 8,899: its user agent has no closing quote (the log was cut there).
+TRUNCATED_UA_LINE = 8899
+TRUNCATED_UA = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html"
+
+
+def test_a_truncated_user_agent_is_read_as_written_and_classed_by_its_text(spark, tmp_path):
+    """Issue 54 item 8, a decision (docs/report.md, "Where logstream differs from GoAccess"):
+    a user agent cut short keeps the text the server wrote, to the end of the line, and is
+    classified by it (Googlebot's text: a crawler); GoAccess reads such a line as having no
+    user agent (``Unknown``). The line is counted, never quarantined."""
+    from logstream.analytics.useragents import classify
+
+    with gzip.open(data_file(COMBINED), "rt", encoding="utf-8", errors="replace") as fh:
+        line = next(text for n, text in enumerate(fh, 1) if n == TRUNCATED_UA_LINE)
+    assert line.rstrip("\n").endswith(TRUNCATED_UA) and not line.rstrip("\n").endswith('"')
+    (tmp_path / "cut.log").write_text(line)
+    lines = read_lines(spark, [str(tmp_path / "cut.log")])
+    (row,) = parse(lines, compile_format("combined")).collect()
+    assert row["quarantine_reason"] is None and row["user_agent"] == TRUNCATED_UA
+    assert classify(TRUNCATED_UA, crawler=False)[0] == "Crawlers"
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
+    assert "user agent cut short" in docs.split("## Where logstream differs from GoAccess")[1]
 
 
 def test_referrers_equal_goaccess_but_for_googles_cut(ours, goaccess):

@@ -1,9 +1,11 @@
-"""``logstream batch``'s progress bar: Spark's status tracker polled from a background thread
-reports tasks done of the total, increasing, for a real batch job; the bar is drawn only when
-standard output is a terminal and never with ``--quiet``."""
+"""``logstream batch``'s progress bar reads as a user reads it (issue 54 item 23): the
+input's parts read of their number, then the report's steps by name, on a bar whose total
+never changes and that only moves forward; it is drawn only when standard output is a
+terminal and never with ``--quiet``."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import sys
 
@@ -14,10 +16,11 @@ from tests.conftest import NASA_JUL_2000, data_file
 from logstream.cli import main
 from logstream.parsing import compile_format, parse
 from logstream.report import build_report
-from logstream.report.progress import SparkProgress, TaskCounts, progress_enabled
+from logstream.report.progress import REPORT_STEPS, StepCounts, StepProgress, progress_enabled
 from logstream.sources import read_lines
+from logstream.units import human_bytes
 
-BAR = "Spark stage"  # the bar's description
+BAR = "reading"  # the bar's first words
 
 
 class _Tty(io.StringIO):
@@ -25,21 +28,43 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_the_status_tracker_reports_increasing_completed_tasks_of_a_real_batch_job(spark):
-    samples: list[TaskCounts] = []
+def test_the_bar_reads_the_input_then_names_each_step_and_only_moves_forward(spark, tmp_path):
+    """Before, the bar counted Spark's tasks and its total grew as stages appeared (0/1,
+    1/2, 2/6 … 85/85): it filled again and again. Now its total is the report's steps."""
+    log = data_file(NASA_JUL_2000)
+    parts = tmp_path / "parts"  # two files: two parts to read
+    parts.mkdir()
+    lines = gzip.open(log, "rt", encoding="latin-1").read().splitlines(True)
+    (parts / "a.log").write_text("".join(lines[:1000]), encoding="latin-1")
+    (parts / "b.log").write_text("".join(lines[1000:]), encoding="latin-1")
+    size = sum(p.stat().st_size for p in parts.iterdir())
+    samples: list[StepCounts] = []
     screen = io.StringIO()
-    console = Console(file=screen, force_terminal=True, width=100)
-    lines = read_lines(spark, [data_file(NASA_JUL_2000)])
-    with SparkProgress(spark.sparkContext, console, interval_s=0.01, on_poll=samples.append):
-        report = build_report(parse(lines, compile_format("common")), top=3, time_zone="UTC")
+    console = Console(file=screen, force_terminal=True, width=120)
+    progress = StepProgress(
+        spark.sparkContext, console, input_bytes=size, interval_s=0.01, on_poll=samples.append
+    )
+    with progress:
+        report = build_report(
+            parse(read_lines(spark, [parts]), compile_format("common")),
+            top=3,
+            time_zone="UTC",
+            on_step=progress.step,
+        )
     assert report["general"]["total_requests"] == 2000
+    assert {s.total for s in samples} == {len(REPORT_STEPS)}  # the total never changes
     done = [s.completed for s in samples]
-    assert done == sorted(done), "the count only moves forward"
-    assert len(set(done)) >= 3, done  # seen while the work ran, not only at its end
-    last = samples[-1]  # the last poll, at the end: every task of every stage seen done
-    assert last.completed == last.total > 0 and last.active_stages == ()
-    assert all(s.completed <= s.total for s in samples)
-    assert BAR in screen.getvalue() and "tasks" in screen.getvalue()
+    assert done == sorted(done), "the bar only moves forward"
+    assert samples[-1].completed == len(REPORT_STEPS)  # and fills once, at the end
+    steps = [s.step for s in samples if s.step != "done"]
+    order = list(REPORT_STEPS)
+    assert [order.index(s) for s in steps] == sorted(order.index(s) for s in steps)
+    assert len(set(steps)) >= 3, steps  # seen while the work ran, not only at its end
+    reading = [s for s in samples if s.step == "read, parse, aggregate" and s.parts]
+    assert reading and {s.parts for s in reading} == {2}  # the two files
+    drawn = screen.getvalue()
+    assert f"reading {human_bytes(size)}" in drawn and "step 2 of 6" in drawn
+    assert "tasks" not in drawn and "Spark stage" not in drawn
 
 
 def test_the_bar_is_shown_only_on_a_terminal_and_not_with_quiet():

@@ -363,3 +363,26 @@ def test_prometheus_scrapes_of_a_postgresql_store_share_one_pool(postgres_url):
     # one pool for the process (a pool per scrape, never closed, left 1, 2, 3, 4, 5)
     assert counts == [counts[0]] * 5 and counts[0] >= 1, counts
     assert shared_reader(postgres_url) is shared_reader(postgres_url)
+
+
+def test_a_refused_run_leaves_nothing_in_a_new_postgresql_database(postgres_url, tmp_path):
+    """Issue 54 item 30: ``claim_store`` created the store's schema in PostgreSQL before it
+    refused a store that does not belong with the checkpoint; as with SQLite (no file), a
+    refused run leaves nothing behind."""
+    from logstream.errors import ConfigError
+    from logstream.pipeline.identity import claim_store
+
+    state = tmp_path / "state"
+    (state / "ingest" / "commits").mkdir(parents=True)
+    (state / "ingest" / "commits" / "0").write_text("v1\n{}\n")  # a committed micro-batch
+    with pytest.raises(ConfigError, match="is new, but the checkpoint"):
+        claim_store(state, tmp_path / "out", postgres_url)
+    with psycopg.connect(postgres_url) as conn:
+        (tables,) = conn.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'"
+        ).fetchone()
+    assert tables == 0
+    # a run that may go on gets its schema, and its id
+    fresh = tmp_path / "fresh"
+    pipeline_id = claim_store(fresh / "state", fresh / "out", postgres_url)
+    assert (fresh / "state" / "pipeline_id").read_text().strip() == pipeline_id

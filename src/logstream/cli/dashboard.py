@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from logstream.cli.app import app, err_console
+from logstream.config import DEFAULT_STORE
 from logstream.errors import ConfigError
 
 
@@ -17,10 +18,11 @@ def dashboard(
         str,
         typer.Option(
             "--store",
-            help="Serving store URL written by `logstream run --store`: sqlite:///PATH or "
+            help="The serving store `logstream run --store` writes (by default the same "
+            "file): a SQLite file's PATH (or sqlite:///PATH) or "
             "postgresql://USER@HOST:PORT/DBNAME (docs/serving.md).",
         ),
-    ] = "sqlite:///out/logstream.db",
+    ] = f"sqlite:///{DEFAULT_STORE}",
     host: Annotated[
         str,
         typer.Option(
@@ -59,15 +61,17 @@ def dashboard(
 ) -> None:
     """Serve the live dashboard from a serving store.
 
-    Trending pages, traffic, visitors, late and quarantined lines, pipeline health. It reads
-    only the serving store (read-only) and refreshes itself.
+    Trending pages, traffic, visitors, late and quarantined lines, pipeline health.
 
-    Example: logstream dashboard --store sqlite:///out/logstream.db --port 8050
+    It reads only the serving store (read-only) and refreshes itself.
+
+    Example: logstream dashboard --store out/stream/logstream.db --port 8050
     """
     from logstream.dashboard import serve_dashboard
     from logstream.serving import store_file
 
-    path = store_file(store)
+    # a plain path is a SQLite file, as sqlite:///PATH; another URL scheme is refused
+    path = store_file(store) if ":" in store.split("/", 1)[0] else Path(store)
     if not 0.5 <= refresh <= 60:
         raise ConfigError(f"--refresh {refresh:g} is out of range: use 0.5–60 seconds (e.g. 2)")
     if top is not None and not 1 <= top <= 1000:

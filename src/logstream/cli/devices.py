@@ -31,7 +31,7 @@ def run(
         str,
         typer.Option(
             "--input",
-            help="A directory of reading files, or a quoted glob such as "
+            help="A reading file, a directory of them, or a quoted glob such as "
             "'../shared/data/occupancy_*.txt.gz' (each file is a device unless its lines name "
             "one).",
         ),
@@ -95,8 +95,7 @@ def run(
     """Run the device pipeline: registry join, per-device windows (mean, min, max), threshold
     alerts, and device state (online, silent, offline; room occupied or free).
 
-    Example: logstream devices run --input '../shared/data/occupancy_*.txt.gz'
-    --registry examples/reference/devices.csv
+    Example: logstream devices run --input 'data/occupancy_*.txt.gz' --output-dir out/devices
     """
     from logstream.devices import (
         DeviceConfig,

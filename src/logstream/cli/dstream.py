@@ -228,7 +228,7 @@ def run_command(
         typer.Option(
             "--backpressure",
             help="Let Spark lower the receiver's rate to what the batches can process "
-            "(spark.streaming.backpressure.enabled).",
+            "(Spark Streaming's backpressure).",
         ),
     ] = False,
     master: MasterOption = None,

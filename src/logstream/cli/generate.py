@@ -51,7 +51,11 @@ RateOption = Annotated[
 ]
 DurationOption = Annotated[
     str,
-    typer.Option("--duration", help="Simulated time to cover (90s, 10m, 1h, 2d); 0 for no limit."),
+    typer.Option(
+        "--duration",
+        metavar="SPAN",
+        help="Simulated time to cover (90s, 10m, 1h, 2d); 0 for no limit.",
+    ),
 ]
 LinesOption = Annotated[
     int | None, typer.Option("--lines", min=1, help="Stop after this many lines.")
@@ -60,7 +64,10 @@ StartOption = Annotated[
     str,
     typer.Option(
         "--start",
-        help="Start of simulated time, ISO 8601 with offset (written in every line), or 'now'.",
+        metavar="TIME",
+        show_default=False,
+        help="Start of simulated time: ISO 8601 with an offset (written in every line), or "
+        "'now'. Default: 2024-07-01 at 00:00 UTC.",
     ),
 ]
 ZipfOption = Annotated[
@@ -71,18 +78,17 @@ FlashCrowdOption = Annotated[
     typer.Option(
         "--flash-crowd",
         metavar="SPEC",
-        help="START,DURATION,MULTIPLIER[,PAGE]: a page suddenly trending: from START after "
-        "the start, for DURATION, "
-        "the request rate is MULTIPLIER× and the extra requests are for PAGE "
-        "(default: the page of popularity rank 25). Repeatable. "
-        "Example: 30m,10m,8,/news/launch.html",
+        help="A page suddenly trending. SPEC is START, DURATION, MULTIPLIER and an optional "
+        "PAGE, comma-separated: from START after the start, for DURATION, the request rate "
+        "is MULTIPLIER× and the extra requests are for PAGE (default: the page of popularity "
+        "rank 25). Repeatable. Example: 30m,10m,8",
     ),
 ]
 
 
 def _share(flag: str, help: str, most: float = 1.0) -> Any:
-    """A ``--…-fraction`` option: a share from 0 to ``most``."""
-    return typer.Option(flag, min=0.0, max=most, metavar="SHARE", help=help)
+    """A ``--…-fraction`` option: a share from 0 to ``most`` (its help says so)."""
+    return typer.Option(flag, min=0.0, max=most, metavar="SHARE", help=f"{help} (0–{most:g})")
 
 
 CrawlerOption = Annotated[
@@ -103,6 +109,7 @@ OutOption = Annotated[
     typer.Option(
         "--out",
         "-o",
+        metavar="FILE",
         help="Write to this file as fast as possible (.gz compresses; - is standard output).",
     ),
 ]
@@ -110,6 +117,7 @@ SpeedupOption = Annotated[
     float | None,
     typer.Option(
         "--speedup",
+        metavar="X",
         help="With --tcp/--dir: simulated seconds per wall second (default 1: real time).",
     ),
 ]
@@ -146,8 +154,7 @@ def generate(
 
     The traffic looks like a real site's.
 
-    Example: logstream generate --rate 50 --duration 2h --seed 7 --out /tmp/site.log
-    --flash-crowd 1h,10m,8
+    Example: logstream generate --rate 50 --duration 2h --seed 7 --flash-crowd 1h,10m,8
     """
     from logstream.generate import FlashCrowd, TrafficConfig, TrafficGenerator
     from logstream.replay import parse_duration

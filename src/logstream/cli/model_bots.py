@@ -74,8 +74,7 @@ def train_bots(
     pages, error ratio, bytes, static share, inter-arrival time, robots.txt), labelled by
     agent class, and report precision and recall on held-out real clients.
 
-    Example: logstream model train bots --input
-    ../shared/data/elastic_apache_logs_combined_2015.log.gz --out out/models/bots
+    Example: logstream model train bots --input access.log.gz --out out/models/bots
     """
     from logstream.config import SparkSettings
     from logstream.ml.bots import train_bots as train

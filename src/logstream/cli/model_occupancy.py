@@ -29,8 +29,9 @@ def train_occupancy(
         list[Path],
         typer.Option(
             "--train",
-            help="Labelled reading files (the UCI layout), e.g. "
-            "../shared/data/occupancy_datatraining.txt.gz; repeat for more.",
+            metavar="FILE",
+            help="A labelled reading file (the UCI layout, e.g. occupancy_datatraining.txt.gz); "
+            "repeat for more.",
         ),
     ],
     out: ModelOutOption,
@@ -70,8 +71,7 @@ def train_occupancy(
     """Fit the occupancy classifier (assembler, scaler, the classifier the cross-validation
     ranks best) on labelled readings and save it as a versioned model directory.
 
-    Example: logstream model train occupancy --train
-    ../shared/data/occupancy_datatraining.txt.gz --out models/occupancy
+    Example: logstream model train occupancy --train datatraining.txt.gz --out models/occupancy
     """
     from logstream.ml import occupancy as occ
 
@@ -121,8 +121,7 @@ def evaluate_occupancy(
     """Score labelled reading files with a saved occupancy model: accuracy, precision, recall
     and the confusion counts, per file.
 
-    Example: logstream model evaluate occupancy --model models/occupancy --test
-    ../shared/data/occupancy_datatest.txt.gz
+    Example: logstream model evaluate occupancy --model models/occupancy --test datatest.txt.gz
     """
     from logstream.ml import occupancy as occ
     from logstream.ml.model import load_model, read_model_info

@@ -37,7 +37,11 @@ ChunkLinesOption = Annotated[
 ]
 ChunkSecondsOption = Annotated[
     str,
-    typer.Option("--chunk-seconds", help="With --dir: publish a chunk after this long (5s, 1m)."),
+    typer.Option(
+        "--chunk-seconds",
+        metavar="SPAN",
+        help="With --dir: publish a chunk after this long (5s, 1m).",
+    ),
 ]
 FileOption = Annotated[
     Path | None,
@@ -204,7 +208,7 @@ LateFractionOption = Annotated[
         "--late-fraction",
         min=0.0,
         max=1.0,
-        help="Fraction of lines to send late (seeded, see --seed).",
+        help="Fraction of lines to send late, 0–1 (seeded, see --seed).",
     ),
 ]
 LateByOption = Annotated[
@@ -264,8 +268,7 @@ def replay(
 ) -> None:
     """Replay log files as a live stream, paced by their own event time.
 
-    Example: logstream replay ../shared/data/NASA_access_log_Jul95_day09.log.gz
-    --tcp localhost:9999 --speedup 1440
+    Example: logstream replay access.log.gz --tcp localhost:9999 --speedup 1440
     """
     from logstream.replay import (
         Replayer,

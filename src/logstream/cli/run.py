@@ -15,7 +15,12 @@ from rich.console import Console
 
 from logstream.cli.app import app, given_on_command_line, spark_conf
 from logstream.cli.run_options import RUN_OPTIONS, run_signature
-from logstream.cli.run_progress import follow_losses_text, print_summary, progress_printer
+from logstream.cli.run_progress import (
+    backlog_progress,
+    follow_losses_text,
+    print_summary,
+    progress_printer,
+)
 from logstream.config import SparkSettings
 from logstream.errors import ConfigError
 
@@ -130,7 +135,7 @@ def run(ctx: typer.Context, **values: Any) -> None:
 
     With no source: real NASA logs replayed live onto the dashboard.
 
-    Every option in detail: docs/streaming.md.
+    Every option in detail: docs/options.md.
 
     Example: logstream run --input-dir landing/ --trigger available-now
     """
@@ -299,7 +304,7 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
     finally:
         if owns_session:  # drain Spark's listener bus before Python goes away
             spark.stop()
-    if pipeline is None:
+    if pipeline is None or not pipeline.queries:  # stopped while it started: none ran
         _console.print(f"stopped before the queries started: nothing was read ({_STOPPED})")
         return
     print_summary(_console, pipeline, outputs)
@@ -314,7 +319,7 @@ def _run_demo(
     ref: list[Any],
 ) -> tuple[Pipeline, str]:
     """Run the demo (:func:`logstream.demo.run_demo`); its pipeline and where its outputs are."""
-    from logstream.demo import DemoSettings, run_demo
+    from logstream.demo import LINES_WRITTEN, DemoSettings, run_demo, unread_note
 
     demo_settings = DemoSettings(
         logs=list(v["replay"] or []),
@@ -327,7 +332,14 @@ def _run_demo(
         port=v["port"],
     )
     pipeline = run_demo(spark, demo_settings, _console, printer, stop, ref.append)
-    return pipeline, f"{pipeline.store.get_state('source_label')}; outputs in {v['demo_out']}"
+    written, t = pipeline.store.get_state(LINES_WRITTEN), pipeline.totals
+    unread = unread_note(
+        None if written is None else int(written),
+        t.events + t.late_events + t.quarantined,
+        Path(v["demo_out"]) / "landing",
+    )
+    label = pipeline.store.get_state("source_label")
+    return pipeline, "; ".join(p for p in (label, unread, f"outputs in {v['demo_out']}") if p)
 
 
 def _run_pipeline(
@@ -349,6 +361,8 @@ def _run_pipeline(
     # built starts no query, one while the query starts stops it
     pipeline = Pipeline(spark, cfg, on_progress=printer, stop_requested=stop)
     ref.append(pipeline)
+    if stop.is_set():  # stopped while the pipeline was built: nothing more starts
+        return pipeline, ""
     if fault := os.environ.get(FAULT_ENV):  # the crash drills
         pipeline.ingest.step_hook = fault_hook(fault)
     server = None
@@ -373,7 +387,10 @@ def _run_pipeline(
         timer.daemon = True
         timer.start()
     try:
-        pipeline.run()
+        # a first start over a large backlog: a bar until its first micro-batch has ended
+        finished = lambda: pipeline.totals.batches > 0  # noqa: E731
+        with backlog_progress(spark, cfg, _console, v["quiet"], finished):
+            pipeline.run()
     finally:
         pipeline.stop()
         if server is not None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -10,7 +14,15 @@ from rich.console import Console
 from logstream.monitoring.kafka import KAFKA_LOST
 from logstream.units import plural
 
-__all__ = ["follow_losses_text", "kafka_text", "print_summary", "progress_printer"]
+__all__ = [
+    "BACKLOG_BYTES",
+    "backlog_bytes",
+    "backlog_progress",
+    "follow_losses_text",
+    "kafka_text",
+    "print_summary",
+    "progress_printer",
+]
 
 
 def follow_losses_text(losses: dict[str, int] | None) -> str:
@@ -46,6 +58,15 @@ def kafka_text(kafka: dict[str, Any] | None) -> str:
     return text
 
 
+def _input_rate(row: dict[str, Any]) -> str:
+    """``in 1,234/s``; for a micro-batch whose input Spark could not time (the first of a run:
+    ``input_rows_per_s`` None with rows), a dash and why."""
+    rate = row.get("input_rows_per_s")
+    if rate is None and row.get("num_input_rows"):
+        return "in –/s (first micro-batch: no earlier trigger to time it)"
+    return f"in {rate or 0:,.0f}/s"
+
+
 def progress_printer(console: Console, ref: list[Any]) -> Any:
     """A progress listener printing one line per micro-batch of a query with input (or a new
     follow loss): rows, rates, duration, watermark, state rows and the running totals.
@@ -75,8 +96,7 @@ def progress_printer(console: Console, ref: list[Any]) -> Any:
             )
         console.print(
             f"[bold]{row['query']}[/bold] batch {row['batch_id']}: "
-            f"{plural(row['num_input_rows'], 'row')}, "
-            f"in {row.get('input_rows_per_s') or 0:,.0f}/s, "
+            f"{plural(row['num_input_rows'], 'row')}, " + _input_rate(row) + ", "
             f"processed {row.get('processed_rows_per_s') or 0:,.0f}/s, "
             f"{row['batch_duration_ms']:,} ms; watermark {watermark or '-'}; "
             f"state rows {state_rows:,}; events {totals.events:,}, "
@@ -110,4 +130,55 @@ def print_summary(console: Console, pipeline: Any, outputs: str) -> None:
             if pipeline.cfg.source == "kafka" and (lost := pipeline.store.get_state(KAFKA_LOST))
             else ""
         )
+    )
+
+
+#: A backlog this large (bytes) when ``logstream run`` starts gets a progress bar.
+BACKLOG_BYTES = 4 * 1024 * 1024
+
+#: The steps of a run's first micro-batch over a backlog, as its bar names them.
+BACKLOG_STEPS = {"read": "reading the backlog", "outputs": "the first micro-batch's outputs"}
+
+
+def backlog_bytes(cfg: Any) -> int:
+    """The bytes a run's first micro-batch reads: the files of ``--input-dir`` or of
+    ``--follow`` when its checkpoint has committed no micro-batch yet (a first start, as a
+    backfill); 0 for another source or a run that continues."""
+    from logstream.pipeline.identity import committed_queries
+
+    if committed_queries(cfg.state_dir):  # a restart reads what came since, not a backlog
+        return 0
+    if cfg.source == "dir" and cfg.input_dir is not None:
+        files = [p for p in Path(cfg.input_dir).rglob("*") if not p.name.startswith((".", "_"))]
+    elif cfg.source == "follow":
+        files = [Path(f) for pattern in cfg.follow or () for f in glob.glob(pattern)]
+    else:
+        return 0
+    total = 0
+    for path in files:
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total
+
+
+def backlog_progress(
+    spark: Any, cfg: Any, console: Console, quiet: bool, finished: Callable[[], bool]
+) -> contextlib.AbstractContextManager[Any]:
+    """``logstream run``'s bar over a backlog, as ``logstream batch``'s: the backlog's parts
+    read of their number, then the first micro-batch's outputs, until ``finished`` (its
+    progress line is printed). Only on a terminal, without ``--quiet``, for a first start
+    with at least :data:`BACKLOG_BYTES` to read; otherwise nothing."""
+    from logstream.report.progress import StepProgress
+
+    size = backlog_bytes(cfg)
+    if quiet or not console.is_terminal or size < BACKLOG_BYTES:
+        return contextlib.nullcontext()
+    return StepProgress(
+        spark.sparkContext,
+        console,
+        steps=BACKLOG_STEPS,
+        input_bytes=size,
+        until=finished,
+        advance_when_read=True,
     )

@@ -275,6 +275,7 @@ def sql(
         typer.Option(
             "--execute",
             "-e",
+            metavar="SQL",
             help="Run this SQL once the available input is processed, print the result and "
             "exit (repeatable). Without it, an interactive prompt opens.",
         ),
@@ -287,16 +288,21 @@ def sql(
         int, typer.Option("--top", min=1, help="URL paths kept in urlranks (most requested).")
     ] = 1000,
     window: Annotated[
-        str, typer.Option("--window", help="Tumbling window of the traffic table.")
+        str, typer.Option("--window", metavar="SPAN", help="Tumbling window of the traffic table.")
     ] = "1 minute",
     watermark: Annotated[
         str,
-        typer.Option("--watermark", help="Event-time delay after which a traffic window is final."),
+        typer.Option(
+            "--watermark",
+            metavar="SPAN",
+            help="Event-time delay after which a traffic window is final.",
+        ),
     ] = "10 minutes",
     tables: Annotated[
         str,
         typer.Option(
             "--tables",
+            metavar="LIST",
             help="Comma-separated tables to keep (each is one streaming query reading the "
             "input): " + ", ".join(TABLES) + ". Default: all.",
         ),

@@ -206,6 +206,17 @@ _OUTPUTS = (
 _UNCHANGED = (dash.no_update,) * (len(_OUTPUTS) - 4)
 
 
+def _shown_path(store: Path | str) -> Path | str:
+    """A store file as the page names it: relative to the working directory when it is
+    under it (``out/demo/logstream.db``, as ``make run`` says it), else as it is."""
+    if isinstance(store, Path):
+        try:
+            return store.absolute().relative_to(Path.cwd())
+        except ValueError:
+            return store
+    return store
+
+
 def refresh_outputs(
     store_path: Path | str,
     time_range: str | None,
@@ -217,6 +228,7 @@ def refresh_outputs(
     sections: list[str] | None = None,
     agent_classes: list[str] | None = None,
     watch: StoreWatch | None = None,
+    zone: str | None = None,
 ) -> tuple[Any, ...]:
     """Everything one refresh sends to the page (the body of the Dash callback).
 
@@ -236,6 +248,8 @@ def refresh_outputs(
         Sections and agent classes drawn in the reference-data charts (None or empty: all).
     watch : StoreWatch, optional
         Told the state of the store at each refresh (it logs the changes).
+    zone : {"log", "utc"}, optional
+        The zone of the event times shown (:attr:`Filters.zone`; default: the log's offset).
 
     Returns
     -------
@@ -246,13 +260,13 @@ def refresh_outputs(
         and agent-class figures, the reference panel, and the options of the section and
         agent-class filters.
     """
-    filters = Filters.build(time_range, url_prefix, status_classes, sections, agent_classes)
+    filters = Filters.build(time_range, url_prefix, status_classes, sections, agent_classes, zone)
     snap = read_snapshot(store_path, filters, top=top)
     if watch is not None:
         watch.observe(snap)
     key = [snap.state, repr(snap.version), filters.time_range, filters.url_prefix]
     key.append(",".join(filters.status_classes))
-    key += [",".join(filters.sections), ",".join(filters.agent_classes)]
+    key += [",".join(filters.sections), ",".join(filters.agent_classes), filters.zone]
     children, cls = banner(snap)
     head = (children, cls, snap.read_at, key)
     if seen == key and snap.state == "ok":
@@ -271,6 +285,7 @@ def safe_refresh(
     sections: list[str] | None = None,
     agent_classes: list[str] | None = None,
     watch: StoreWatch | None = None,
+    zone: str | None = None,
 ) -> tuple[Any, ...]:
     """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
     page never shows a stack trace; the log has it, once per distinct error when ``watch``
@@ -286,6 +301,7 @@ def safe_refresh(
             sections=sections,
             agent_classes=agent_classes,
             watch=watch,
+            zone=zone,
         )
     except Exception as exc:
         if watch is None:
@@ -381,7 +397,7 @@ def create_app(
     add_metrics_route(app.server, store_path)
 
     def layout() -> Any:
-        label = redact_url(str(store_path))
+        label = redact_url(str(_shown_path(store_path)))
         page = build_layout(refresh_ms, spark_ui_url or _spark_ui_for_request(), label)
         if devices_dir is not None:
             page.children[1].children.insert(3, devices_row())  # after the KPIs
@@ -412,6 +428,7 @@ def create_app(
         Input("status-filter", "value"),
         Input("section-filter", "value"),
         Input("agent-filter", "value"),
+        Input("zone", "value"),
         State("seen", "data"),
     )
     def refresh(
@@ -421,6 +438,7 @@ def create_app(
         classes: list[str],
         sections: list[str] | None,
         agent_classes: list[str] | None,
+        zone: str | None,
         seen: Any,
     ) -> tuple[Any, ...]:
         return safe_refresh(
@@ -433,6 +451,7 @@ def create_app(
             sections=sections,
             agent_classes=agent_classes,
             watch=watch,
+            zone=zone,
         )
 
     return app

@@ -384,6 +384,9 @@ def _panels(
 
     snap.traffic = views.traffic(read, state, filters, newest_s, range_start)
     bucket = snap.traffic.bucket_s
+    snap.traffic_from = snap.traffic.times[0] if snap.traffic.times else None
+    snap.store_retention = state.get("store_retention")
+    snap.log_offset = state.get("log_offset") or None
     snap.visitors = views.section(
         notes, "unique_visitors", lambda: views.visitors(read, snap.range_start, bucket), None
     )

@@ -2,8 +2,10 @@
 
 Figures are dictionaries in Plotly's JSON schema rather than ``plotly.graph_objects``: no
 validation pass on every refresh, and the browser draws them with the plotly.js bundle that
-Dash serves locally. Times are sent as ``YYYY-MM-DD HH:MM:SS`` (UTC; plotly.js has no time
-zones, the axis titles say UTC).
+Dash serves locally. Times are sent as ``YYYY-MM-DD HH:MM:SS`` in the zone the page shows
+(:attr:`Snapshot.zone_name`: the log's offset by default, or UTC; plotly.js has no time zones,
+so the times are shifted and the axis titles name the zone). The micro-batches' chart is in
+wall-clock UTC.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def _no_data(snap: Snapshot, title: str, otherwise: str) -> dict[str, Any]:
 def _watermark_marks(snap: Snapshot) -> dict[str, Any]:
     if not snap.watermark:
         return {}
-    x = plot_time(snap.watermark)
+    x = snap.shown(snap.watermark)
     return {
         "shapes": [
             {
@@ -171,7 +173,9 @@ def _watermark_marks(snap: Snapshot) -> dict[str, Any]:
 
 def _range_layout(snap: Snapshot, title: str, **extra: Any) -> dict[str, Any]:
     """Layout of a chart of the selected time range (event time), the watermark marked."""
-    return _layout(title, snap.filters.time_range, **extra, **_watermark_marks(snap))
+    layout = _layout(title, snap.filters.time_range, **extra, **_watermark_marks(snap))
+    layout["xaxis"]["title"] = {"text": f"event time ({snap.zone_name})", "font": {"size": 11}}
+    return layout
 
 
 def _right_axis(layout: dict[str, Any], left: str, right: str) -> dict[str, Any]:
@@ -189,7 +193,9 @@ def _right_axis(layout: dict[str, Any], left: str, right: str) -> dict[str, Any]
     return layout
 
 
-def _one_point_axis(layout: dict[str, Any], times: list[str], pad_s: float) -> dict[str, Any]:
+def _one_point_axis(
+    layout: dict[str, Any], times: list[str], pad_s: float, offset_s: int = 0
+) -> dict[str, Any]:
     """``layout`` with an x axis that reads well when every point is at one instant.
 
     Plotly.js zooms a date axis with a single point into its millisecond (ticks
@@ -202,11 +208,14 @@ def _one_point_axis(layout: dict[str, Any], times: list[str], pad_s: float) -> d
         ISO UTC times of the points (None entries ignored).
     pad_s : float
         Seconds shown either side of a single point.
+    offset_s : int
+        Seconds east of UTC of the times shown (:attr:`Snapshot.zone_offset_s`).
     """
     instants = {epoch_s(t) for t in times if t}
     if len(instants) != 1:
         return layout
     (at,) = instants
+    at += offset_s
 
     def shown(seconds: float) -> str:
         return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -239,9 +248,10 @@ def _trace(kind: str, name: str, x: list[Any], y: list[Any], **style: Any) -> di
     return {**head, "name": name, "x": x, "y": y, **style}
 
 
-def _times(values: list[str]) -> list[str | None]:
-    """ISO UTC times as plotly.js parses them (:func:`plot_time` of each)."""
-    return [plot_time(v) for v in values]
+def _times(snap: Snapshot, values: list[str]) -> list[str | None]:
+    """ISO UTC times as plotly.js parses them, in the zone the page shows
+    (:meth:`Snapshot.shown` of each)."""
+    return [snap.shown(v) for v in values]
 
 
 def _per(snap: Snapshot) -> str:
@@ -260,7 +270,7 @@ def requests_figure(snap: Snapshot) -> dict[str, Any]:
         return _no_data(snap, title, "No traffic in this time range.")
     if not snap.filters.status_classes:
         return empty_figure("No status class selected.", title)
-    x = _times(t.times)
+    x = _times(snap, t.times)
     data = [
         _trace(
             "lines",
@@ -276,23 +286,26 @@ def requests_figure(snap: Snapshot) -> dict[str, Any]:
     ]
     marks = snap.alerts.site_requests if snap.alerts else []
     if marks:
-        data.append(_alert_trace(marks))
+        data.append(_alert_trace(snap, marks))
     return {
         "data": data,
         # beside the trending table: as tall as ten rows
         "layout": _one_point_axis(
-            _range_layout(snap, title + _per(snap), height=REQUESTS_HEIGHT), t.times, t.bucket_s
+            _range_layout(snap, title + _per(snap), height=REQUESTS_HEIGHT),
+            t.times,
+            t.bucket_s,
+            snap.zone_offset_s,
         ),
     }
 
 
-def _alert_trace(marks: list[Alert]) -> dict[str, Any]:
+def _alert_trace(snap: Snapshot, marks: list[Alert]) -> dict[str, Any]:
     """Site-wide request alerts as red triangles at the alerting minute, at its request count
     (every status class: what the detector saw), on top of the stacked areas."""
     return _trace(
         "markers",
         ALERT_TRACE,
-        _times([a.window_start for a in marks]),
+        _times(snap, [a.window_start for a in marks]),
         [a.value for a in marks],
         customdata=[[a.direction, a.mean, a.std, a.z] for a in marks],
         marker={
@@ -337,9 +350,9 @@ def _traffic_line(
     t = snap.traffic
     if t is None or not t.times:
         return _no_data(snap, title, "No traffic in this time range.")
-    trace = _trace("lines", name, _times(t.times), series(t), **style)
+    trace = _trace("lines", name, _times(snap, t.times), series(t), **style)
     layout = _range_layout(snap, title + _per(snap) if averaged else title)
-    _one_point_axis(layout, t.times, t.bucket_s)
+    _one_point_axis(layout, t.times, t.bucket_s, snap.zone_offset_s)
     layout["yaxis"].update(yaxis)
     layout["showlegend"] = False
     layout["margin"]["b"] = _NO_LEGEND_MARGIN
@@ -384,7 +397,7 @@ def visitors_figure(snap: Snapshot) -> dict[str, Any]:
     if v is None or not v.times:
         return _no_data(snap, title, "No visitor counts in this time range.")
     bucketed = snap.traffic is not None and v.bucket_s > max(60, snap.traffic.window_s)
-    x = _times(v.times)
+    x = _times(snap, v.times)
     data = [
         _trace(
             "lines",
@@ -407,7 +420,7 @@ def visitors_figure(snap: Snapshot) -> dict[str, Any]:
             )
         )
         title += f" ({v.bucket_s // 60}-minute buckets)"
-    layout = _one_point_axis(_range_layout(snap, title), v.times, v.bucket_s)
+    layout = _one_point_axis(_range_layout(snap, title), v.times, v.bucket_s, snap.zone_offset_s)
     layout["showlegend"] = bucketed
     if not bucketed:
         layout["margin"]["b"] = _NO_LEGEND_MARGIN
@@ -431,16 +444,20 @@ def dimension_figure(snap: Snapshot, dimension: str) -> dict[str, Any]:
         if snap.state == "ok" and snap.query_off(output):
             return empty_figure(f"Not computed: the pipeline runs without {output}.", title)
         return _no_data(snap, title, "No reference-data traffic in this time range.")
-    x = _times(d.times)
+    x = _times(snap, d.times)
     data = [
         _trace("lines", key, x, values, line={"width": 1.2}, hovertemplate="%{y:,.1f}")
         for key, values in d.series.items()
     ]
     if d.bucket_s > 60:
         title += f" ({d.bucket_s // 60}-minute averages)"
+    if note := snap.coverage_note(d.covered_from):  # kept for less than the range
+        title += f"<br><sup>{html.escape(note)}</sup>"
     return {
         "data": data,
-        "layout": _one_point_axis(_range_layout(snap, title), d.times, d.bucket_s),
+        "layout": _one_point_axis(
+            _range_layout(snap, title), d.times, d.bucket_s, snap.zone_offset_s
+        ),
     }
 
 
@@ -453,10 +470,10 @@ def sessions_figure(snap: Snapshot) -> dict[str, Any]:
             return empty_figure(QUERY_OFF.format(query="sessions"), title)
         return _no_data(snap, title, "No closed session in this time range yet.")
     width_ms = (s.window_s or 3600) * 1000
-    x = [plot_time(_midpoint(w.window_start, w.window_end)) for w in s.windows]
+    x = [snap.shown(_midpoint(w.window_start, w.window_end)) for w in s.windows]
     labels = [
         [
-            f"{plot_time(w.window_start)} – {(plot_time(w.window_end) or '')[11:]}",
+            f"{snap.shown(w.window_start)} – {(snap.shown(w.window_end) or '')[11:]}",
             "–" if w.bounce_rate is None else f"{w.bounce_rate:.1f} %",
             w.pages / w.sessions if w.sessions else 0,
         ]
@@ -518,7 +535,7 @@ def health_figure(snap: Snapshot) -> dict[str, Any]:
     title = "Ingest micro-batches"
     if h is None or not h.times:
         return _no_data(snap, title, "No progress reported yet.")
-    x = _times(h.times)
+    x = [plot_time(t) for t in h.times]
     rates = [
         ("input rate", h.input_rate, "#4a7fc1"),
         ("processing rate", h.processing_rate, "#3b9a5a"),

@@ -22,6 +22,7 @@ Element ids (stable, used by the browser test):
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dash import dcc, html
@@ -126,7 +127,7 @@ th { text-align: left; color: #52606d; font-weight: 600; border-bottom: 1px soli
   padding: .25rem .4rem; }
 td { border-bottom: 1px solid #eef0f2; padding: .22rem .4rem; vertical-align: middle; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.url { word-break: break-all; }
+td.url { overflow-wrap: anywhere; }
 td.raw { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .78rem;
   word-break: break-all; }
 .up { color: #2f855a; } .down { color: #c53030; }
@@ -165,10 +166,14 @@ INDEX_HTML = (
 )
 
 
-def _short_time(text: str | None) -> str:
+def _short_time(text: str | None, snap: Snapshot | None = None) -> str:
+    """An ISO UTC time to the second with its zone: in the zone the page shows event times
+    in (``snap``: :meth:`Snapshot.shown`), else in UTC (a wall-clock time)."""
     if not text:
         return "–"
-    return text.replace("T", " ").removesuffix("Z")[:19] + " UTC"
+    if snap is None:
+        return text.replace("T", " ").removesuffix("Z")[:19] + " UTC"
+    return f"{(snap.shown(text) or '')[:19]} {snap.zone_name}"
 
 
 # -- skeleton ----------------------------------------------------------------------------------
@@ -213,61 +218,7 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
             ),
             html.Main(
                 [
-                    html.Div(
-                        [
-                            _control(
-                                "Time range",
-                                dcc.RadioItems(
-                                    id="range",
-                                    options=[
-                                        {"label": label, "value": key}
-                                        for key, (label, _) in TIME_RANGES.items()
-                                    ],
-                                    value=DEFAULT_RANGE,
-                                    inline=True,
-                                    labelClassName="opt",
-                                ),
-                                "back from the newest event time",
-                            ),
-                            _control(
-                                "URL prefix",
-                                dcc.Input(
-                                    id="url-prefix",
-                                    type="text",
-                                    placeholder="/shuttle/ + Enter",
-                                    debounce=True,
-                                    value="",
-                                ),
-                                "filters the trending pages",
-                            ),
-                            _control(
-                                "Status",
-                                dcc.Checklist(
-                                    id="status-filter",
-                                    options=[{"label": c, "value": c} for c in STATUS_CLASSES],
-                                    value=list(STATUS_CLASSES),
-                                    inline=True,
-                                    labelClassName="opt",
-                                ),
-                                "filters the requests chart and request totals",
-                            ),
-                            _control(
-                                "Sections",
-                                dcc.Dropdown(
-                                    id="section-filter", multi=True, options=[], placeholder="all"
-                                ),
-                                "filters the sections chart",
-                            ),
-                            _control(
-                                "Agent classes",
-                                dcc.Dropdown(
-                                    id="agent-filter", multi=True, options=[], placeholder="all"
-                                ),
-                                "filters the agent-class chart",
-                            ),
-                        ],
-                        className="controls",
-                    ),
+                    _controls(),
                     html.Div(
                         html.P("Loading…"),
                         id="banner",
@@ -291,6 +242,75 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                 ]
             ),
         ]
+    )
+
+
+def _controls() -> html.Div:
+    """The controls above the page: time range, times, URL prefix, status classes, sections,
+    agent classes."""
+    return html.Div(
+        [
+            _control(
+                "Time range",
+                dcc.RadioItems(
+                    id="range",
+                    options=[
+                        {"label": label, "value": key} for key, (label, _) in TIME_RANGES.items()
+                    ],
+                    value=DEFAULT_RANGE,
+                    inline=True,
+                    labelClassName="opt",
+                ),
+                "back from the newest event time",
+            ),
+            _control(
+                "Times",
+                dcc.RadioItems(
+                    id="zone",
+                    options=[
+                        {"label": "the log's offset", "value": "log"},
+                        {"label": "UTC", "value": "utc"},
+                    ],
+                    value="log",
+                    inline=True,
+                    labelClassName="opt",
+                ),
+                "event times in the offset the log is written in, or in UTC",
+            ),
+            _control(
+                "URL prefix",
+                dcc.Input(
+                    id="url-prefix",
+                    type="text",
+                    placeholder="/shuttle/ + Enter",
+                    debounce=True,
+                    value="",
+                ),
+                "filters the trending pages",
+            ),
+            _control(
+                "Status",
+                dcc.Checklist(
+                    id="status-filter",
+                    options=[{"label": c, "value": c} for c in STATUS_CLASSES],
+                    value=list(STATUS_CLASSES),
+                    inline=True,
+                    labelClassName="opt",
+                ),
+                "filters the requests chart and request totals",
+            ),
+            _control(
+                "Sections",
+                dcc.Dropdown(id="section-filter", multi=True, options=[], placeholder="all"),
+                "filters the sections chart",
+            ),
+            _control(
+                "Agent classes",
+                dcc.Dropdown(id="agent-filter", multi=True, options=[], placeholder="all"),
+                "filters the agent-class chart",
+            ),
+        ],
+        className="controls",
     )
 
 
@@ -390,7 +410,7 @@ def follow_losses_line(snap: Snapshot) -> html.P:
 
 
 def _kpi(key: str, label: str, value: str, detail: str = "", warn: bool = False) -> html.Div:
-    is_time = value.endswith(" UTC")
+    is_time = bool(re.search(r"\d\d:\d\d:\d\d (UTC|[+-]\d\d:\d\d)$", value))
     return html.Div(
         [
             html.Div(label, className="label"),
@@ -442,14 +462,14 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             "duplicates",
             "deduplication is off" if snap.dedup is False else "dropped as shipper retries",
         ),
-        _kpi("newest", "Newest event", _short_time(snap.newest_event), "event time"),
+        _kpi("newest", "Newest event", _short_time(snap.newest_event, snap), "event time"),
     ]
     lag = "" if snap.watermark_delay_s is None else fmt_duration(snap.watermark_delay_s)
     cards.append(
         _kpi(
             "watermark",
             "Watermark",
-            _short_time(snap.watermark),
+            _short_time(snap.watermark, snap),
             f"{lag} behind the newest event" if lag else "",
         )
     )
@@ -486,7 +506,18 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             else f"{plural(h.num_input_rows, 'row')} in {batch}"
         )
         cards += [
-            _kpi("input-rate", "Input rate", fmt_number(h.input_rows_per_s), f"events/s, {batch}"),
+            _kpi(
+                "input-rate",
+                "Input rate",
+                fmt_number(h.input_rows_per_s),
+                f"events/s, {batch}"
+                + (
+                    # Spark times a micro-batch's input against the trigger before it
+                    ": the first of the run, no earlier trigger to time it"
+                    if h.input_rows_per_s is None and h.num_input_rows
+                    else ""
+                ),
+            ),
             _kpi(
                 "processing-rate",
                 "Processing rate",

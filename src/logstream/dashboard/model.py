@@ -160,6 +160,21 @@ def epoch_s(text: str) -> float:
     return value.timestamp()
 
 
+def span_text(seconds: float) -> str:
+    """A span rounded to the minute, in hours and minutes.
+
+    Examples
+    --------
+    >>> span_text(7200), span_text(7260), span_text(2400)
+    ('2 h', '2 h 1 min', '40 min')
+    """
+    minutes = round(seconds / 60)
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return f"{minutes} min"
+    return f"{hours} h" if not rest else f"{hours} h {rest} min"
+
+
 def interval_s(text: str | None) -> float | None:
     """Seconds of a Spark interval string as the pipeline stores it (``"60 seconds"``)."""
     if not text:
@@ -210,6 +225,9 @@ class Filters:
         Status classes counted in the requests chart and the request totals.
     sections, agent_classes : tuple of str
         Site sections and agent classes drawn in the reference-data charts; empty = all.
+    zone : {"log", "utc"}
+        The times shown: in the offset the log is written in (the default, as the batch
+        report's), or in UTC. A store that does not record the log's offset shows UTC.
     """
 
     time_range: str = DEFAULT_RANGE
@@ -217,6 +235,7 @@ class Filters:
     status_classes: tuple[str, ...] = STATUS_CLASSES
     sections: tuple[str, ...] = ()
     agent_classes: tuple[str, ...] = ()
+    zone: str = "log"
 
     @classmethod
     def build(
@@ -226,6 +245,7 @@ class Filters:
         status_classes: list[str] | tuple[str, ...] | None = None,
         sections: list[str] | tuple[str, ...] | None = None,
         agent_classes: list[str] | tuple[str, ...] | None = None,
+        zone: str | None = None,
     ) -> Filters:
         """Clean values from the browser: unknown range → default, prefix stripped, classes
         kept in :data:`STATUS_CLASSES` order (None = all, an empty list = none); sections and
@@ -238,6 +258,7 @@ class Filters:
             status_classes=tuple(c for c in STATUS_CLASSES if c in chosen),
             sections=tuple(sorted(set(sections or ()))),
             agent_classes=tuple(sorted(set(agent_classes or ()))),
+            zone="utc" if zone == "utc" else "log",
         )
 
 
@@ -269,6 +290,9 @@ class DimensionTraffic:
 
     dimension: str  #: ``sections``, ``agents`` or ``networks``
     bucket_s: int
+    #: the first window of the view in the range (ISO UTC): the store keeps the reference
+    #: views for ``--store-retention``, so a longer range begins before them
+    covered_from: str | None = None
     times: list[str] = field(default_factory=list)  #: bucket starts, ISO UTC
     #: requests/min per bucket of the selected keys (all keys when none is selected; for
     #: networks the top :data:`DIMENSION_SERIES` by requests)
@@ -294,6 +318,8 @@ class PanelItems:
     totals: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: (day, hits, unique visitors, bytes), oldest first: the days overlapping the range
     days: list[tuple[str, int, int, int]] = field(default_factory=list)
+    #: the first window of the panels' items in the range (ISO UTC; kept for the retention)
+    covered_from: str | None = None
 
 
 @dataclass
@@ -471,6 +497,12 @@ class Snapshot:
     synthetic: bool = False  #: the data is generated, not real logs
     #: ``dstream`` for a store of the DStream edition (no event time), else ``structured``
     edition: str = "structured"
+    #: the offset the log is written in (``-04:00``; ``pipeline_state``), None when unknown
+    log_offset: str | None = None
+    #: how long the store keeps the reference and panel views (``--store-retention``)
+    store_retention: str | None = None
+    #: the first traffic window in the range (ISO UTC): where the range's data begins
+    traffic_from: str | None = None
     #: what the follow source could not read (``pipeline_state``: :data:`FOLLOW_LOSS_KEYS`);
     #: empty when the store records none (another source, or an older run)
     follow_losses: dict[str, int] = field(default_factory=dict)
@@ -490,6 +522,72 @@ class Snapshot:
         if self.agents is None or not self.agents.total:
             return None
         return self.agents.requests.get("crawler", 0) / self.agents.total
+
+    @property
+    def zone_offset_s(self) -> int:
+        """Seconds east of UTC of the times shown (:attr:`Filters.zone`): the log's offset,
+        or 0 for UTC or a store that does not record it."""
+        if self.filters.zone == "utc" or not self.log_offset:
+            return 0
+        sign = -1 if self.log_offset.startswith("-") else 1
+        hours, minutes = self.log_offset[1:].split(":")
+        return sign * (int(hours) * 3600 + int(minutes) * 60)
+
+    @property
+    def zone_name(self) -> str:
+        """The zone of the times shown: ``UTC`` or the log's offset (``-04:00``)."""
+        return self.log_offset if self.filters.zone == "log" and self.log_offset else "UTC"
+
+    def shown(self, text: str | None) -> str | None:
+        """An ISO UTC time of the store as the page shows it, in :attr:`zone_name`:
+        ``1995-07-09T04:00:00Z`` → ``1995-07-09 00:00:00`` at ``-04:00`` (what plotly.js
+        parses as a date; fractions of a second kept)."""
+        if not text:
+            return None
+        base = text.replace("T", " ").removesuffix("Z")
+        if not self.zone_offset_s:
+            return base
+        whole, _, fraction = base.partition(".")
+        at = datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp() + self.zone_offset_s
+        local = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return f"{local}.{fraction}" if fraction else local
+
+    def covered_span(self, covered_from: str | None) -> str | None:
+        """How much of the range a view covers when it begins after the range's data does
+        (``2 h``, rounded to the minute); None when it covers the range (within a minute
+        or a traffic bucket)."""
+        if covered_from is None or self.newest_event is None:
+            return None
+        begins = self.range_start or self.traffic_from
+        if begins is None:
+            return None
+        bucket = self.traffic.bucket_s if self.traffic is not None else 60
+        data_from = epoch_s(self.traffic_from) if self.traffic_from else epoch_s(begins)
+        start = max(epoch_s(begins), data_from)
+        if epoch_s(covered_from) - start <= max(60, bucket):
+            return None
+        # the end of what the charts draw: the newest ledgered event, or the windows written
+        # ahead of the ledger (drawn all the same)
+        end = epoch_s(self.newest_event)
+        if self.traffic is not None and self.traffic.times:
+            end = max(end, epoch_s(self.traffic.times[-1]) + bucket)
+        if end <= epoch_s(covered_from):
+            return None
+        return span_text(end - epoch_s(covered_from))
+
+    def coverage_note(self, covered_from: str | None, what: str = "the range") -> str:
+        """``covers the last 2 h of the range (the store keeps it for --store-retention 2
+        hours)``, or ``""`` when the view covers the range."""
+        span = self.covered_span(covered_from)
+        if span is None:
+            return ""
+        retention = interval_s(self.store_retention)
+        kept = (
+            f" (the store keeps it for --store-retention {span_text(retention)})"
+            if retention
+            else " (the store keeps it for --store-retention)"
+        )
+        return f"covers the last {span} of {what}{kept}"
 
     def query_off(self, name: str) -> bool:
         """Whether the pipeline writing this store runs without query ``name`` (``--queries``)."""

@@ -16,6 +16,7 @@ Element ids (stable, used by the browser test; :mod:`logstream.dashboard.layout`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dash import html
@@ -23,6 +24,7 @@ from dash import html
 from logstream.config import PANEL_TITLES
 from logstream.dashboard.figures import QUERY_OFF, plot_time, sparkline_uri
 from logstream.dashboard.model import (
+    TIME_RANGES,
     Alert,
     DimensionTraffic,
     Snapshot,
@@ -44,6 +46,7 @@ __all__ = [
     "sessions_panel",
     "top_clients_panel",
     "trending_panel",
+    "url_cell",
 ]
 
 
@@ -82,6 +85,7 @@ def trending_panel(snap: Snapshot) -> list[Any]:
     if snap.state != "ok" or tr is None:
         return [heading, html.Div("No trending window yet.", className="empty")]
     window = _window_head(
+        snap,
         tr,
         "trending-window",
         f" · {plural(tr.matching_pages, 'page')} "
@@ -104,7 +108,7 @@ def trending_panel(snap: Snapshot) -> list[Any]:
             html.Tr(
                 [
                     html.Td(str(p.rank), className="n"),
-                    html.Td(p.url_path, className="url"),
+                    url_cell(p.url_path),
                     html.Td(f"{p.requests:,}", className="n requests"),
                     html.Td(
                         f"{arrow} {abs(change):,}" if change else "=",
@@ -128,14 +132,17 @@ def trending_panel(snap: Snapshot) -> list[Any]:
     return [heading, window, table]
 
 
-def _window_head(window: Trending | TopClients, wid: str, more: str = "") -> html.Div:
+def _window_head(
+    snap: Snapshot, window: Trending | TopClients, wid: str, more: str = ""
+) -> html.Div:
     """The window a panel shows: its bounds (element ``wid``, with ``data-start`` and
     ``data-end``), its width and whether it is complete, then ``more``."""
     state = "complete" if window.complete else "still open (no window is complete yet)"
     return html.Div(
         [
             html.Span(
-                f"{plot_time(window.window_start)} – {plot_time(window.window_end)} UTC",
+                f"{snap.shown(window.window_start)} – {snap.shown(window.window_end)} "
+                f"{snap.zone_name}",
                 id=wid,
                 **{"data-start": window.window_start, "data-end": window.window_end},
             ),
@@ -185,12 +192,12 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
             html.Tr(
                 [
                     html.Td(
-                        plot_time(a.window_start),
+                        snap.shown(a.window_start),
                         title=f"{a.window_start} – {a.window_end}",
                         className="time",
                         **{"data-start": a.window_start},
                     ),
-                    html.Td(a.series, className="url"),
+                    url_cell(a.series),
                     html.Td(a.metric.replace("_", " ")),
                     html.Td(arrow, className=a.direction),
                     html.Td(value, className="n value"),
@@ -199,7 +206,7 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
                 ]
             )
         )
-    headings = ["minute (UTC)", "series", "metric", "", "value", "mean ± std", "z"]
+    headings = [f"minute ({snap.zone_name})", "series", "metric", "", "value", "mean ± std", "z"]
     table = _table("alerts-table", headings, rows)
     return [heading, hint, html.Div(table, className="scroll")]
 
@@ -232,11 +239,11 @@ def bots_panel(snap: Snapshot) -> list[Any]:
         html.Tr(
             [
                 html.Td(
-                    plot_time(r.window_start),
+                    snap.shown(r.window_start),
                     title=f"{r.window_start} – {r.window_end}",
                     className="time",
                 ),
-                html.Td(r.client_host, className="url"),
+                url_cell(r.client_host),
                 html.Td(f"{r.requests:,}", className="n"),
                 html.Td(f"{r.bot_probability:.2f}", className="n"),
                 html.Td(f"{r.distinct_pages:,.0f}", className="n"),
@@ -248,7 +255,7 @@ def bots_panel(snap: Snapshot) -> list[Any]:
         for r in b.latest
     ]
     headings = [
-        "window (UTC)",
+        f"window ({snap.zone_name})",
         "client",
         "requests",
         "P(bot)",
@@ -276,7 +283,7 @@ def _clients_table(tid: str, clients: list[TopClient], total: int, by: str) -> h
             html.Tr(
                 [
                     html.Td(str(c.rank), className="n"),
-                    html.Td(c.client_host, className="url"),
+                    url_cell(c.client_host),
                     html.Td(value, className=f"n {by}"),
                     html.Td(_share(part, total), className="n"),
                 ],
@@ -294,6 +301,7 @@ def top_clients_panel(snap: Snapshot) -> list[Any]:
     if snap.state != "ok" or tc is None:
         return [heading, html.Div("No clients window yet.", className="empty", id="clients-empty")]
     window = _window_head(
+        snap,
         tc,
         "clients-window",
         f" · {plural(tc.clients, 'client')}, {plural(tc.requests, 'request')}, "
@@ -348,6 +356,12 @@ def reference_panel(snap: Snapshot) -> list[Any]:
         what = "No reference-data traffic yet (traffic_by_agent, traffic_by_section)."
         return [heading, html.Div(what, className="empty", id="reference-empty")]
     share = snap.crawler_share
+    notes = [
+        html.Div(f"{label}: {note}.", className="hint", id=f"{dimension}-covers")
+        for dimension, label in (("agents", "Agent classes"), ("sections", "Sections"))
+        if (d := getattr(snap, dimension)) is not None
+        and (note := snap.coverage_note(d.covered_from))
+    ]
     summary = html.Div(
         "Crawler share: " + ("–" if share is None else f"{share:.1%}") + " of the requests "
         "in the range (agent class 'crawler': the crawler-user-agents patterns, or your "
@@ -366,7 +380,7 @@ def reference_panel(snap: Snapshot) -> list[Any]:
             tables.append(
                 html.Div([html.H3(label), _dimension_table(f"{dimension}-table", label, d, limit)])
             )
-    return [heading, summary, html.Div(tables, className="pair")]
+    return [heading, summary, *notes[:1], html.Div(tables, className="pair")]
 
 
 def goaccess_panel(snap: Snapshot) -> list[Any]:
@@ -377,6 +391,8 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
     if snap.state != "ok" or p is None:
         what = "No panel rows yet (traffic_by_panel: daily visitors, static files, OS, …)."
         return [heading, html.Div(what, className="empty", id="goaccess-empty")]
+    chosen = TIME_RANGES[snap.filters.time_range][0]
+    note = snap.coverage_note(p.covered_from, f"the {chosen} chosen")
     tables = []
     if p.days:
         rows = [
@@ -403,7 +419,7 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
         rows = [
             html.Tr(
                 [
-                    html.Td(item, className="url"),
+                    url_cell(item),
                     html.Td(f"{hits:,}", className="n"),
                     html.Td(_share(hits, hits_total), className="n"),
                     html.Td(human_bytes(size), className="n"),
@@ -417,7 +433,8 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
         tables.append(
             html.Div([html.H3(label), _table(tid, ["item", "hits", "share", "bytes"], rows)])
         )
-    return [heading, html.Div(tables, className="panels")]
+    covered = [html.Div(f"The items {note}.", className="hint", id="goaccess-covers")]
+    return [heading, *(covered if note else []), html.Div(tables, className="panels")]
 
 
 def sessions_panel(snap: Snapshot) -> list[Any]:
@@ -445,7 +462,7 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
             f"{plural(len(se.windows), 'window')} shown · bounce rate ",
             html.Span("–" if rate is None else f"{rate:.1f} %", className="bounce-rate"),
             f" · {se.pages_per_session or 0:.1f} pages per session · latest window "
-            f"({plot_time(last.window_start)} UTC): median "
+            f"({snap.shown(last.window_start)} {snap.zone_name}): median "
             f"{'–' if last.median_duration_s is None else fmt_duration(last.median_duration_s)}, "
             f"p95 {'–' if last.p95_duration_s is None else fmt_duration(last.p95_duration_s)}",
         ]
@@ -454,21 +471,29 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
     rows = [
         html.Tr(
             [
-                html.Td(s.client_host, className="url"),
-                html.Td(plot_time(s.session_start), className="time"),
+                url_cell(s.client_host),
+                html.Td(snap.shown(s.session_start), className="time"),
                 html.Td(fmt_duration(s.duration_s), className="n duration"),
                 html.Td(f"{s.requests:,}", className="n"),
                 html.Td(f"{s.pages:,}", className="n"),
                 html.Td(human_bytes(s.bytes), className="n"),
             ],
             title=f"entry {s.entry_page or '–'} → exit {s.exit_page or '–'}; "
-            f"ended {plot_time(s.session_end)} UTC; {s.user_agent or 'no user agent'}",
+            f"ended {snap.shown(s.session_end)} {snap.zone_name}; "
+            f"{s.user_agent or 'no user agent'}",
         )
         for s in se.longest
     ]
     table: Any = html.Div("None kept yet.", className="empty", id="sessions-table-empty")
     if rows:
-        headings = ["client", "start (UTC)", "duration", "requests", "pages", "bytes"]
+        headings = [
+            "client",
+            f"start ({snap.zone_name})",
+            "duration",
+            "requests",
+            "pages",
+            "bytes",
+        ]
         table = _table("sessions-table", headings, rows)
     return [
         heading,
@@ -476,6 +501,22 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
         html.H3(f"Longest of the {se.kept:,} latest closed sessions (hover for pages)"),
         table,
     ]
+
+
+#: Where a name may break in a table cell: after a slash, a dot or a dash.
+_BREAK_AFTER = re.compile(r"(?<=[/.\-])")
+
+
+def url_cell(text: str | None) -> html.Td:
+    """A table cell of a host, a path or a file: a break offered after each ``/``, ``.`` and
+    ``-`` (``<wbr>``), so ``kris.reslife.okstate.edu`` breaks as ``kris.reslife.okstate.``
+    ``edu``, not in the middle of a word; the CSS breaks elsewhere only a word with none of
+    them (``overflow-wrap: anywhere``)."""
+    children: list[Any] = []
+    for part in _BREAK_AFTER.split(text or ""):
+        if part:
+            children += [part, html.Wbr()]
+    return html.Td(children[:-1], className="url")
 
 
 def _table(tid: str, headings: list[str], rows: list[Any]) -> html.Table:
@@ -495,7 +536,9 @@ def _records_table(
     rows = [
         html.Tr(
             [
-                html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
+                url_cell(r.get(key))
+                if cls == "url"
+                else html.Td("" if r.get(key) is None else str(r.get(key)), className=cls)
                 for key, _, cls in columns
             ]
         )
@@ -517,7 +560,7 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
         _records_table(
             "late-table",
             [
-                ("event_time", "event time", ""),
+                ("event_time", f"event time ({snap.zone_name})", ""),
                 ("watermark", "watermark then", ""),
                 ("client_host", "client", "url"),
                 ("url_path", "page", "url"),
@@ -526,8 +569,8 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
             [
                 {
                     **r,
-                    "event_time": plot_time(r.get("event_time")),
-                    "watermark": plot_time(r.get("watermark")),
+                    "event_time": snap.shown(r.get("event_time")),
+                    "watermark": snap.shown(r.get("watermark")),
                 }
                 for r in snap.late_examples
             ],

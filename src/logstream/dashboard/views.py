@@ -45,7 +45,7 @@ from logstream.dashboard.model import (
 )
 from logstream.serving.read_errors import READ_ERRORS
 from logstream.serving.reader import StoreReader
-from logstream.serving.rows import LedgerRow
+from logstream.serving.rows import LedgerRow, TrafficBucket
 from logstream.serving.schema import missing_schema
 
 __all__ = [
@@ -95,6 +95,14 @@ def _window_seconds(read: StoreReader, state: dict[str, str], key: str, table: s
     return epoch_s(row[1]) - epoch_s(row[0]) if row else None
 
 
+def _grid(starts: list[int], bucket: int) -> list[int]:
+    """Every bucket start from the first of ``starts`` to the last (epoch seconds): a bucket
+    without a row is a bucket without traffic, drawn as zero, not skipped over by the line."""
+    if not starts:
+        return []
+    return list(range(starts[0], starts[-1] + bucket, bucket))
+
+
 def _bucket_seconds(window_s: float, span_s: float) -> int:
     for minutes in _BUCKET_MINUTES:
         width = max(minutes * 60, math.ceil(window_s))
@@ -128,7 +136,9 @@ def traffic(
     out = Traffic(window_s=window_s, bucket_s=bucket)
     out.per_class = {c: [] for c in filters.status_classes}
     index = {c: 3 + i for i, c in enumerate(STATUS_CLASSES)}  # status_1xx … in a bucket
-    for r in rows:
+    by_start = {r.t: r for r in rows}
+    for t in _grid([r.t for r in rows], bucket):
+        r = by_start.get(t) or TrafficBucket(t, *(0,) * 8)  # no traffic in that bucket
         out.times.append(iso(r.t))
         selected = 0
         for c in filters.status_classes:
@@ -146,12 +156,13 @@ def traffic(
 
 def visitors(read: StoreReader, range_start: str | None, bucket: int) -> Visitors:
     """Mean and peak unique visitors per bucket of the range."""
-    rows = read.visitor_buckets(bucket, range_start)
+    rows = {r.t: r for r in read.visitor_buckets(bucket, range_start)}
+    times = _grid(list(rows), bucket)  # a bucket without traffic has no visitor
     return Visitors(
         bucket_s=bucket,
-        times=[iso(r.t) for r in rows],
-        mean=[r.mean for r in rows],
-        peak=[r.peak for r in rows],
+        times=[iso(t) for t in times],
+        mean=[rows[t].mean if t in rows else 0.0 for t in times],
+        peak=[rows[t].peak if t in rows else 0 for t in times],
     )
 
 
@@ -269,7 +280,8 @@ def dimension(
         return None
     shown = [k for k in keys if k in out.requests] or list(out.requests)[:DIMENSION_SERIES]
     rows = read.dimension_buckets(name, shown, range_start, bucket)
-    times = sorted({r.t for r in rows})
+    times = _grid(sorted({r.t for r in rows}), bucket)  # zero where no key had traffic
+    out.covered_from = read.dimensions_first_start((name,), range_start)
     index = {t: i for i, t in enumerate(times)}
     out.times = [iso(t) for t in times]
     out.series = {k: [0.0] * len(times) for k in shown}
@@ -294,6 +306,7 @@ def panels(read: StoreReader, range_start: str | None, top: int) -> PanelItems |
         out.items.setdefault(panel, []).append((item, hits, size))
         out.totals[panel] = (panel_hits, panel_items)
     out.items = {p: out.items[p] for p in PANEL_VIEWS if p in out.items}  # GoAccess's order
+    out.covered_from = read.dimensions_first_start(tuple(out.items), range_start)
     return out if out.items or out.days else None
 
 

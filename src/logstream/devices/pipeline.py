@@ -35,6 +35,7 @@ is refused (start over with a new ``--state-dir`` and ``--output-dir``).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -101,7 +102,7 @@ class DeviceConfig(BaseModel):
     Parameters
     ----------
     input : str
-        A directory of reading files, or a quoted glob (``"data/occupancy_*.txt.gz"``).
+        A reading file, a directory of them, or a quoted glob (``"data/occupancy_*.txt.gz"``).
     format : {"csv", "json"}
         Reading lines (:mod:`logstream.devices.readings`).
     registry : Path, optional
@@ -273,9 +274,51 @@ def _input_path(text: str) -> str:
         return str(path.absolute())
     if not path.exists():
         raise InputPathError(
-            f"--input {text!r} does not exist: give a directory of reading files or a quoted glob"
+            f"--input {text!r} does not exist: give a reading file, a directory of them or a "
+            "quoted glob"
         )
     return str(path.absolute())
+
+
+def reading_lines(
+    spark: SparkSession, input_path: str, max_files_per_trigger: int | None = None
+) -> DataFrame:
+    """The lines of the reading files of ``--input``, as a stream.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    input_path : str
+        One file, a directory of files or a glob (``"data/occupancy_*.txt.gz"``).
+    max_files_per_trigger : int, optional
+        Files per micro-batch at most.
+
+    Returns
+    -------
+    DataFrame
+        Streaming ``value`` (a line) and ``source_file`` (its file's URI).
+
+    Raises
+    ------
+    InputPathError
+        When the input does not exist.
+
+    Notes
+    -----
+    Spark's file source reads a directory or a glob: one file is read as its directory,
+    filtered to its name (``pathGlobFilter``, its glob characters escaped), as ``logstream
+    sql`` reads one; given as such, Spark refused it ("Option 'basePath' must be a
+    directory").
+    """
+    path = _input_path(input_path)
+    reader = spark.readStream.format("text")
+    if max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", max_files_per_trigger)
+    if Path(path).is_file():
+        escaped = re.sub(r"([*?\[\]{}\\])", r"\\\1", Path(path).name)
+        reader = reader.option("pathGlobFilter", escaped)
+        path = str(Path(path).parent)
+    return reader.load(path).select("value", F.col("_metadata.file_path").alias("source_file"))
 
 
 def check_device_model(cfg: DeviceConfig) -> ModelInfo | None:
@@ -331,12 +374,7 @@ def start_device_queries(
     """
     info = check_device_model(cfg)
     registry = _registry_frame(spark, cfg.registry)
-    reader = spark.readStream.format("text")
-    if cfg.max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", cfg.max_files_per_trigger)
-    lines = reader.load(_input_path(cfg.input)).select(
-        "value", F.col("_metadata.file_path").alias("source_file")
-    )
+    lines = reading_lines(spark, cfg.input, cfg.max_files_per_trigger)
     parsed = parse_readings(lines, cfg.format, detail=True)
     readings = with_registry(
         parsed.where(F.col("quarantine_reason").isNull()).drop(

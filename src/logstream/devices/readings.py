@@ -11,8 +11,11 @@ Input lines are CSV or JSON:
 * **JSON lines**: ``{"device": …, "time": "2015-02-04 17:51:00" | ISO 8601, "temperature": …,
   "humidity": …, "light": …, "co2": …, "humidity_ratio": …, "occupancy": 0 | 1}``.
 
-A line that does not parse (too few fields, a bad time or number) is quarantined with its raw
-text, file and reason ``bad_reading``; ``try_*`` functions keep ANSI mode from failing a job.
+A line that does not parse is quarantined with its raw text, file and reason ``bad_reading``:
+too few fields, a bad time, no device, no temperature, or any field given that is not a
+number (``Humidity: 'abc' is not a number``). The other metrics and the occupancy label are
+optional: left empty (or ``null`` in JSON), they are null. ``try_*`` functions keep ANSI mode
+from failing a job.
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ def parse_readings(lines: DataFrame, fmt: str = "csv", *, detail: bool = False) 
             "source_file",
             value.alias("raw_line"),
             ((n == 7) | with_device).alias("_shape"),
+            *(at(2 + i).alias(f"_{m}_text") for i, m in enumerate(_NUMBERS)),
             *(
                 [
                     F.when(
@@ -138,7 +142,6 @@ def parse_readings(lines: DataFrame, fmt: str = "csv", *, detail: bool = False) 
                         F.format_string("expected 7 fields (8 with a leading device), got %d", n),
                     ).alias("_shape_detail"),
                     at(1).alias("_time_text"),
-                    at(2).alias("_temperature_text"),
                 ]
                 if detail
                 else []
@@ -156,6 +159,7 @@ def parse_readings(lines: DataFrame, fmt: str = "csv", *, detail: bool = False) 
             "source_file",
             value.alias("raw_line"),
             j.isNotNull().alias("_shape"),
+            *(j[m].alias(f"_{m}_text") for m in _NUMBERS),
             *(
                 [
                     # a line that is not JSON reads as an object of nulls (PERMISSIVE)
@@ -166,7 +170,6 @@ def parse_readings(lines: DataFrame, fmt: str = "csv", *, detail: bool = False) 
                         ).otherwise(F.lit(f"none of the keys {', '.join(_JSON_SCHEMA.names)}")),
                     ).alias("_shape_detail"),
                     j["time"].alias("_time_text"),
-                    j["temperature"].alias("_temperature_text"),
                 ]
                 if detail
                 else []
@@ -182,6 +185,8 @@ def parse_readings(lines: DataFrame, fmt: str = "csv", *, detail: bool = False) 
         & (F.col("device") != "")
         & F.col("temperature").isNotNull()
     )
+    for field in _NUMBERS:  # a field given must be a number; an empty one is null (optional)
+        good = good & ~_not_a_number(field)
     # behind a one-element inline, so that the filters of good and bad readings that follow
     # do not copy the split into themselves: each line is parsed once (logstream.parsing.fenced)
     return fenced(
@@ -196,9 +201,26 @@ def parse_readings(lines: DataFrame, fmt: str = "csv", *, detail: bool = False) 
     )
 
 
+#: The number fields of a reading, in line order: the metrics, then the occupancy label.
+_NUMBERS = (*METRICS, "occupancy")
 #: How the detail of a bad line names a field: the UCI header's names for CSV, keys for JSON.
-_CSV_NAMES = {"device": "device", "time": "Date", "temperature": "Temperature"}
-_JSON_NAMES = {"device": "device", "time": "time", "temperature": "temperature"}
+_CSV_NAMES = {
+    "device": "device",
+    "time": "Date",
+    "temperature": "Temperature",
+    "humidity": "Humidity",
+    "light": "Light",
+    "co2": "CO2",
+    "humidity_ratio": "HumidityRatio",
+    "occupancy": "Occupancy",
+}
+_JSON_NAMES = {name: name for name in ("device", "time", *_NUMBERS)}
+
+
+def _not_a_number(field: str) -> Column:
+    """The line gives ``field`` (not empty, not null) but it did not parse as a number."""
+    text = F.col(f"_{field}_text")
+    return F.coalesce(F.trim(text) != "", F.lit(False)) & F.col(field).isNull()
 
 
 def _detail(names: dict[str, str]) -> Column:
@@ -209,7 +231,7 @@ def _detail(names: dict[str, str]) -> Column:
             text.isNull() | (F.trim(text) == ""), F.lit(f"{names[field]}: missing")
         ).otherwise(F.format_string(f"{names[field]}: '%s' is not {what}", text))
 
-    return (
+    detail = (
         F.when(F.col("_shape_detail").isNotNull(), F.col("_shape_detail"))
         .when(
             F.col("event_time").isNull(),
@@ -228,6 +250,11 @@ def _detail(names: dict[str, str]) -> Column:
             bad_value("temperature", F.col("_temperature_text"), "a number"),
         )
     )
+    for field in _NUMBERS[1:]:
+        detail = detail.when(
+            _not_a_number(field), bad_value(field, F.col(f"_{field}_text"), "a number")
+        )
+    return detail
 
 
 #: The columns of a device registry (a reference table, CSV or Parquet): ``device`` → ``room``,

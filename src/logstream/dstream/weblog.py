@@ -6,7 +6,8 @@ Per batch of processing time (Spark Streaming Programming Guide; book Ch. 16–2
   logstream (:class:`~logstream.parsing.logformat.CompiledFormat`, here through Python's
   :mod:`re`); a line that does not match, or whose status is not a number, is counted by an
   accumulator created lazily as a singleton (the guide's "Accumulators, Broadcast Variables,
-  and Checkpoints" pattern, so it survives recovery from a checkpoint);
+  and Checkpoints" pattern, so it survives recovery from a checkpoint), and kept with its
+  reason, as the other paths keep it (:mod:`logstream.dstream.quarantine`);
 * **status classes** of the batch: ``reduceByKey``;
 * **trending pages** (content pages: ``.html``, ``.htm``, ``/``, as in ``logstream run``):
   ``reduceByKeyAndWindow(add, subtract, window, slide)`` — the window is
@@ -428,6 +429,7 @@ def commit_status_batch(
     classes: list[tuple[str, tuple[int, int]]],
     unparseable_total: int,
     listed_requests: int | None = None,
+    quarantined: tuple[dict[str, int], list[tuple[str, str]]] | None = None,
 ) -> bool:
     """Commit one batch's status classes exactly once, keyed by (batch time, fingerprint).
 
@@ -437,11 +439,17 @@ def commit_status_batch(
     socket source). The fingerprint (record count and sum of the records' CRC-32) tells a
     replay of the same batch (skipped) from other data under the same time (committed).
 
+    ``quarantined`` (the running count of each reason and the batch's example lines:
+    :func:`logstream.dstream.quarantine.drain_examples`) is written in the same transaction
+    (:func:`logstream.dstream.quarantine.record_quarantine`).
+
     Returns
     -------
     bool
         True when committed now, False for a replay of a committed batch.
     """
+    from logstream.dstream.quarantine import record_quarantine
+
     total = sum(n for _, (n, _h) in classes)
     with sqlite3.connect(store_path, timeout=60) as conn:
         conn.execute("BEGIN IMMEDIATE")
@@ -459,6 +467,9 @@ def commit_status_batch(
             "INSERT INTO dstream_status VALUES (?, ?, ?, ?)",
             [(batch_time, fingerprint, c, n) for c, (n, _h) in classes],
         )
+        if quarantined is not None:
+            batch_id = round(datetime.fromisoformat(batch_time).timestamp() * 1000)
+            record_quarantine(conn, batch_time, fingerprint, batch_id, *quarantined)
     return True
 
 
@@ -522,23 +533,20 @@ def parsed_requests(lines: DStream, log_format: str) -> DStream:
 
 def parse_rdd_of(fmt: CompiledFormat) -> Callable[[Any], Any]:
     """The per-batch function of :func:`parsed_requests`: an RDD of lines → its requests, the
-    lines the batch parser quarantines counted by :func:`unparseable_accumulator`."""
+    lines the batch parser quarantines counted by :func:`unparseable_accumulator` and kept
+    with their reason by :func:`logstream.dstream.quarantine.quarantine_accumulator`."""
+    from logstream.dstream.quarantine import kept_requests, quarantine_accumulator
+
     classify = line_parser(fmt)
 
     def parse_rdd(rdd: Any) -> Any:
-        # on the driver, once per batch: the accumulator singleton of the (maybe recovered)
-        # context goes into the closure the executors run
+        # on the driver, once per batch: the accumulator singletons of the (maybe recovered)
+        # context go into the closure the executors run
         bad_lines = unparseable_accumulator(rdd.context)
+        quarantined = quarantine_accumulator(rdd.context)
 
         def parse_partition(part: Iterable[str]) -> Iterator[Request]:
-            bad = 0
-            for request in classify(part):
-                if isinstance(request, str):
-                    bad += 1
-                else:
-                    yield request
-            if bad:
-                bad_lines.add(bad)
+            yield from kept_requests(classify, part, bad_lines, quarantined)
 
         return rdd.mapPartitions(parse_partition)
 
@@ -572,6 +580,7 @@ def build_weblog_streams(
     The context must have a checkpoint directory (``ssc.checkpoint``): the inverse-function
     window and ``updateStateByKey`` keep state across batches.
     """
+    from logstream.dstream.quarantine import drain_examples, quarantine_accumulator
     from logstream.serving import ServingStore
 
     store_file = str(Path(store_path).absolute())
@@ -619,7 +628,8 @@ def build_weblog_streams(
         total = sum(n for _, (n, _h) in classes)
         fingerprint = f"{total}:{sum(h for _, (_n, h) in classes) % _FINGERPRINT_MOD:x}"
         unparseable = unparseable_accumulator(rdd.context).value
-        commit_status_batch(store_file, _iso(t), fingerprint, classes, unparseable, in_list)
+        why = drain_examples(quarantine_accumulator(rdd.context))
+        commit_status_batch(store_file, _iso(t), fingerprint, classes, unparseable, in_list, why)
 
     def commit_trending(t: datetime, rdd: Any) -> None:
         trending = rdd.takeOrdered(top, key=lambda kv: (-kv[1], kv[0]))

@@ -25,6 +25,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from logstream.monitoring.kafka import KAFKA_LOST, KAFKA_STATE, kafka_progress
 from logstream.serving import ServingStore
+from logstream.serving.schema import FOLLOW_LOSSES
 
 __all__ = ["ProgressListener", "progress_row", "record_kafka"]
 
@@ -37,8 +38,10 @@ def progress_row(progress: Any) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``query``, ``batch_id``, ``timestamp``, ``input_rows_per_s`` and
-        ``processed_rows_per_s`` (events/s), ``batch_duration_ms`` (ms), ``num_input_rows``,
+        ``query``, ``batch_id``, ``timestamp``, ``input_rows_per_s`` (events/s; None when
+        Spark could not measure it: the first micro-batch of a run has no earlier trigger to
+        time its input against, and Spark reports 0 for it) and ``processed_rows_per_s``
+        (events/s), ``batch_duration_ms`` (ms), ``num_input_rows``,
         ``watermark`` and ``max_event_time`` (ISO 8601 or None), ``state_rows``,
         ``state_memory_bytes`` (bytes), ``dropped_by_watermark`` (summed over the
         query's stateful operators), ``duplicates_dropped`` (the deduplication operator's
@@ -51,11 +54,14 @@ def progress_row(progress: Any) -> dict[str, Any]:
     event_time = progress.eventTime or {}
     ops = list(progress.stateOperators or [])
     watermark = event_time.get("watermark")
+    input_rate = _finite(progress.inputRowsPerSecond)
+    if input_rate == 0 and progress.numInputRows:  # no earlier trigger: not a rate of 0
+        input_rate = None
     return {
         "query": progress.name or str(progress.id),
         "batch_id": progress.batchId,
         "timestamp": progress.timestamp,
-        "input_rows_per_s": _finite(progress.inputRowsPerSecond),
+        "input_rows_per_s": input_rate,
         "processed_rows_per_s": _finite(progress.processedRowsPerSecond),
         "batch_duration_ms": progress.batchDuration,
         "num_input_rows": progress.numInputRows,
@@ -70,10 +76,6 @@ def progress_row(progress: Any) -> dict[str, Any]:
     }
 
 
-#: The follow source's running loss counts, as its offset names them.
-FOLLOW_LOSS_KEYS = ("truncations", "lost_bytes", "lost_lines", "lost_files")
-
-
 def _follow_losses(sources: list[Any]) -> dict[str, int] | None:
     """The follow source's loss counts from its end offset (a JSON object), or None."""
     for source in sources:
@@ -82,7 +84,7 @@ def _follow_losses(sources: list[Any]) -> dict[str, int] | None:
         except (TypeError, ValueError):
             continue
         if isinstance(end, dict) and "lost_bytes" in end and "files" in end:
-            return {key: int(end.get(key) or 0) for key in FOLLOW_LOSS_KEYS}
+            return {key: int(end.get(key) or 0) for key in FOLLOW_LOSSES}
     return None
 
 

@@ -66,6 +66,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from logstream.serving.schema import FOLLOW_LOSS_KEYS, FOLLOW_LOSSES
+
 if TYPE_CHECKING:
     from flask import Flask
 
@@ -84,14 +86,6 @@ _COUNTERS = (
     ("quarantined", "logstream_quarantined_lines", "Unparseable lines sent to quarantine."),
     ("corrupt_files", "logstream_corrupt_files", "Input files that could not be read whole."),
     ("duplicates", "logstream_duplicates_dropped", "Re-sent lines dropped by --dedup."),
-)
-
-#: The follow source's running totals in ``pipeline_state`` and their gauges.
-_FOLLOW_GAUGES = (
-    ("follow_lost_bytes", "logstream_follow_lost_bytes", "Bytes of followed files lost."),
-    ("follow_lost_lines", "logstream_follow_lost_lines", "Lines lost to rotation (an estimate)."),
-    ("follow_lost_files", "logstream_follow_lost_files", "Followed files gone before read whole."),
-    ("follow_truncations", "logstream_follow_truncations", "Truncations of followed files seen."),
 )
 
 
@@ -236,8 +230,9 @@ class StoreCollector(Collector):
 
         losses = read.follow_losses()
         if losses:
-            for key, name, doc in _FOLLOW_GAUGES:
-                family = GaugeMetricFamily(name, doc)
+            # a gauge per total: logstream_ and its key (logstream_follow_lost_bytes)
+            for (_, doc), key in zip(FOLLOW_LOSSES.items(), FOLLOW_LOSS_KEYS, strict=True):
+                family = GaugeMetricFamily(f"logstream_{key}", doc)
                 family.add_metric([], losses.get(key, 0))
                 yield family
 

@@ -1,6 +1,6 @@
 """Parsing: log lines → canonical events (:mod:`logstream.schema`) + quarantine."""
 
-from logstream.parsing.detect import detect_format, resolve_format
+from logstream.parsing.detect import check_format, detect_format, resolve_format
 from logstream.parsing.logformat import (
     COMBINED,
     COMMON,
@@ -16,6 +16,7 @@ __all__ = [
     "NAMED_FORMATS",
     "REASON_COLUMN",
     "CompiledFormat",
+    "check_format",
     "compile_format",
     "detect_format",
     "events",

@@ -8,7 +8,14 @@ from collections.abc import Iterable
 from logstream.errors import LogFormatError
 from logstream.parsing.logformat import JSON_BOOK_KEYS, CompiledFormat, compile_format
 
-__all__ = ["AUTO_CANDIDATES", "detect_format", "resolve_format"]
+__all__ = [
+    "AUTO_CANDIDATES",
+    "LOG_OFFSET_REGEX",
+    "check_format",
+    "detect_format",
+    "resolve_format",
+    "written_offset",
+]
 
 #: Formats ``auto`` tries, most specific first (JSON lines are recognised before these).
 AUTO_CANDIDATES: tuple[str, ...] = ("vcombined", "combined", "common", "nasa-tsv")
@@ -82,3 +89,56 @@ def resolve_format(spec: str, sample: Iterable[str] | None = None) -> CompiledFo
     if spec.strip().lower() == "auto":
         return detect_format(sample or [])
     return compile_format(spec)
+
+
+def check_format(spec: str) -> str:
+    """Check a ``--format`` value without Spark, so that a command refuses a bad one before
+    the JVM starts: ``auto`` (detected later, from the input), or a format that compiles.
+
+    Returns
+    -------
+    str
+        ``spec``, unchanged.
+
+    Raises
+    ------
+    LogFormatError
+        As :func:`compile_format`: an unknown name or a ``LogFormat`` that does not compile.
+
+    Examples
+    --------
+    >>> check_format("combined"), check_format("auto")
+    ('combined', 'auto')
+    """
+    if spec.strip().lower() != "auto":
+        compile_format(spec)
+    return spec
+
+
+#: The UTC offset written in a line's timestamp: the first time of day (``HH:MM:SS``, an
+#: optional fraction) followed by ``±HHMM``, ``±HH:MM`` or ``Z``: CLF's ``[09/Jul/1995:00:00:01
+#: -0400]``, nginx's ``$time_local``, ISO 8601 in JSON lines. Epoch times have none (UTC).
+LOG_OFFSET_REGEX = r"\d\d:\d\d:\d\d(?:[.,]\d+)? ?(Z|[+-]\d\d:?\d\d)(?![\d:])"
+
+
+def written_offset(lines: Iterable[str]) -> str | None:
+    """The UTC offset most of ``lines`` are written in (:data:`LOG_OFFSET_REGEX`), as
+    ``±HH:MM``; None when no line has one (epoch times, or no line).
+
+    Examples
+    --------
+    >>> written_offset(['h - - [09/Jul/1995:00:00:01 -0400] "GET / HTTP/1.0" 200 1'])
+    '-04:00'
+    >>> written_offset(["no time here"]) is None
+    True
+    """
+    import re
+    from collections import Counter
+
+    found = Counter()
+    pattern = re.compile(LOG_OFFSET_REGEX)
+    for line in lines:
+        if match := pattern.search(line):
+            text = match.group(1)
+            found["+00:00" if text == "Z" else f"{text[:3]}:{text[-2:]}"] += 1
+    return min(found.items(), key=lambda kv: (-kv[1], kv[0]))[0] if found else None

@@ -16,8 +16,8 @@ from pydantic import (
     model_validator,
 )
 
-from logstream.config import check_panels, config_error
-from logstream.errors import ConfigError
+from logstream.config import DEFAULT_OUTPUT_DIR, DEFAULT_STORE_NAME, check_panels, config_error
+from logstream.errors import ConfigError, LogstreamError
 
 __all__ = [
     "DEFAULT_STORE_NAME",
@@ -29,9 +29,6 @@ __all__ = [
     "spark_interval",
     "trigger_value",
 ]
-
-#: File name of the serving store under the output directory when ``--store`` is not given.
-DEFAULT_STORE_NAME = "logstream.db"
 
 #: The analytics outputs that ``queries`` selects from (``events/``, ``late_events/`` and
 #: ``quarantine/`` are always written).
@@ -281,7 +278,7 @@ class PipelineConfig(BaseModel):
     log_format: str = Field(
         default="auto", description="Log format: auto, common, combined, nginx, json, a LogFormat…."
     )
-    output_dir: Path = Field(default=Path("out/stream"), description="Root of the outputs.")
+    output_dir: Path = Field(default=DEFAULT_OUTPUT_DIR, description="Root of the outputs.")
     state_dir: Path = Field(default=Path("out/state"), description="Root of the checkpoints.")
     store: str | None = Field(
         default=None, description="Serving store: sqlite:///PATH or postgresql://…"
@@ -459,6 +456,16 @@ class PipelineConfig(BaseModel):
     def _absolute(cls, value: Path | None) -> Path | None:
         # Python and the JVM may not share a working directory: hand Spark absolute paths
         return None if value is None else value.expanduser().absolute()
+
+    @field_validator("log_format")
+    @classmethod
+    def _log_format(cls, value: str) -> str:
+        from logstream.parsing.detect import check_format
+
+        try:
+            return check_format(value)  # a bad format stops the run before the JVM starts
+        except LogstreamError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("sinks")
     @classmethod

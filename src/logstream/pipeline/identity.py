@@ -20,8 +20,10 @@ from pathlib import Path
 
 from logstream.errors import ConfigError
 from logstream.serving import ServingStore, open_store, store_location
+from logstream.serving.read_errors import READ_ERRORS
+from logstream.serving.schema import missing_schema
 
-__all__ = ["OUTPUT_ID_FILE", "STATE_ID_FILE", "claim", "claim_store"]
+__all__ = ["OUTPUT_ID_FILE", "STATE_ID_FILE", "claim", "claim_store", "committed_queries"]
 
 STATE_ID_FILE = "pipeline_id"
 OUTPUT_ID_FILE = "_pipeline_id"
@@ -41,7 +43,7 @@ def _write(path: Path, value: str) -> None:
     tmp.replace(path)
 
 
-def _committed_queries(state_dir: Path) -> list[str]:
+def committed_queries(state_dir: Path) -> list[str]:
     """Queries of ``state_dir`` whose checkpoint has a committed micro-batch."""
     if not state_dir.is_dir():
         return []
@@ -102,8 +104,10 @@ def claim(state_dir: Path, output_dir: Path, store: ServingStore) -> str:
 def claim_store(state_dir: Path, output_dir: Path, store_url: Path | str) -> str:
     """:func:`claim` for the store of a ``--store`` URL, opened here and closed again.
 
-    A SQLite store file that does not exist yet is created only when the run may go on: a
-    refused run leaves no empty store behind (the checks of a new store need no file).
+    The store is created only when the run may go on: a refused run leaves no empty store
+    behind. A SQLite file that does not exist yet is checked as a new store (no file needed);
+    a PostgreSQL database is first read without creating the store's schema (a read-only
+    store, :func:`_stored_identity`), and its schema is created only once the checks pass.
 
     Raises
     ------
@@ -111,13 +115,37 @@ def claim_store(state_dir: Path, output_dir: Path, store_url: Path | str) -> str
         As :func:`claim`.
     """
     where = store_location(store_url)
-    if isinstance(where, Path) and not where.expanduser().exists():
-        _check(state_dir, output_dir, f"sqlite:///{where.expanduser()}", None, 0, None)
+    if isinstance(where, Path):
+        if not where.expanduser().exists():
+            _check(state_dir, output_dir, f"sqlite:///{where.expanduser()}", None, 0, None)
+    else:
+        from logstream.serving.postgres import check_server, redact_url
+
+        check_server(where)  # an unreachable server or a bad URL: its own message
+        _check(state_dir, output_dir, redact_url(where), *_stored_identity(where))
     store = open_store(store_url)
     try:
         return claim(state_dir, output_dir, store)
     finally:
         store.close()
+
+
+def _stored_identity(store_url: str) -> tuple[str | None, int, str | None]:
+    """What a store holds of its pipeline, read without creating its schema: its pipeline
+    id, the micro-batches in its ledger and the checkpoint that fed it (``state_dir``); a
+    database without the store's tables is a new store: ``(None, 0, None)``."""
+    reader = open_store(store_url, read_only=True)
+    try:
+        try:
+            store_id = reader.get_state("pipeline_id")
+            batches = int(reader.query("SELECT COUNT(*) AS n FROM ledger")[0]["n"])
+            return store_id, batches, reader.get_state("state_dir")
+        except READ_ERRORS as exc:
+            if missing_schema(exc):  # no table yet: a new store
+                return None, 0, None
+            raise
+    finally:
+        reader.close()
 
 
 def _check(
@@ -130,7 +158,7 @@ def _check(
 ) -> tuple[str | None, str, str | None]:
     """The checks of :func:`claim`, writing nothing: (state id, pipeline id, output id)."""
     state_id = _read(state_dir / STATE_ID_FILE)
-    committed = _committed_queries(state_dir)
+    committed = committed_queries(state_dir)
     # a checkpoint with committed micro-batches but no id was written before ids existed:
     # its store and outputs are taken as its own
     legacy = state_id is None and bool(committed)

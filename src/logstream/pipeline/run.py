@@ -44,6 +44,7 @@ from logstream.analytics.alerts import AlertConfig
 from logstream.errors import LogFormatError, LogstreamError
 from logstream.monitoring import ProgressListener
 from logstream.parsing import CompiledFormat, events, parse, resolve_format
+from logstream.parsing.detect import written_offset
 from logstream.pipeline.checkpoint import restore_newest
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.identity import claim
@@ -105,28 +106,49 @@ def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
     """
     if cfg.log_format != "auto":
         return resolve_format(cfg.log_format)
-    if cfg.source == "rate":  # generated lines are Combined; a sample file is looked at
-        if cfg.rate_sample is None:
-            return resolve_format("combined")
-        return detect_file_format(cfg.rate_sample)
-    if cfg.source == "follow":
-        patterns = cfg.follow or ()
-        found = {Path(f) for pattern in patterns for f in glob.glob(pattern, recursive=True)}
-        candidates = [p for p in found if p.is_file()]
-        where = ", ".join(cfg.follow or ())
-    else:
-        assert cfg.input_dir is not None
-        candidates = [
-            p for p in cfg.input_dir.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
-        ]
-        where = str(cfg.input_dir)
-    files = sorted(candidates, key=lambda p: (p.stat().st_mtime, p.name))
-    if not files:
+    if cfg.source == "rate" and cfg.rate_sample is None:  # generated lines are Combined
+        return resolve_format("combined")
+    first = first_input_file(cfg)
+    if first is None:
+        where = ", ".join(cfg.follow or ()) if cfg.source == "follow" else str(cfg.input_dir)
         raise LogFormatError(
             f"--format auto needs a file in {where!r} to look at, and there is "
             "none yet: pass --format common|combined|'<LogFormat>'"
         )
-    return detect_file_format(files[0])
+    return detect_file_format(first)
+
+
+def first_input_file(cfg: PipelineConfig) -> Path | None:
+    """The oldest input file of a file source (``--rate-sample`` for the rate source); None
+    without one (yet), or for another source."""
+    if cfg.source == "rate":
+        return cfg.rate_sample
+    if cfg.source == "follow":
+        patterns = cfg.follow or ()
+        found = {Path(f) for pattern in patterns for f in glob.glob(pattern, recursive=True)}
+        candidates = [p for p in found if p.is_file()]
+    elif cfg.source == "dir" and cfg.input_dir is not None:
+        candidates = [
+            p for p in cfg.input_dir.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
+        ]
+    else:
+        return None
+    files = sorted(candidates, key=lambda p: (p.stat().st_mtime, p.name))
+    return files[0] if files else None
+
+
+def log_offset(path: Path | None) -> str | None:
+    """The UTC offset the first 100 lines of ``path`` are written in (``-04:00``;
+    :func:`logstream.parsing.detect.written_offset`), None without a file or an offset: the
+    dashboard shows times in it by default, as the batch report does."""
+    if path is None:
+        return None
+    try:
+        with open_log(path) as fh:
+            lines = [fh.readline().decode("utf-8", "replace") for _ in range(100)]
+    except OSError:
+        return None
+    return written_offset(lines)
 
 
 def detect_file_format(path: Path) -> CompiledFormat:
@@ -194,6 +216,9 @@ class Pipeline:
                 "session_stats_window": self.cfg.session_stats_window,
                 "clients_window": self.cfg.clients_window,
                 "alert_sigma": str(self.cfg.alert_sigma),
+                "store_retention": self.cfg.store_retention,
+                # the offset the log is written in: the dashboard's times by default
+                "log_offset": log_offset(first_input_file(self.cfg)) or "",
                 "queries": ",".join(self.outputs) or "none",
             }
         )

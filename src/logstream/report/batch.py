@@ -14,7 +14,8 @@ per table, one row per hour and per day. The keys of the returned dictionary are
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -24,11 +25,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
+from logstream.analytics.requests import request_target
 from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
-from logstream.reference import CRAWLER_CLASS, Enricher, ReferenceTables
+from logstream.parsing.detect import LOG_OFFSET_REGEX
+from logstream.reference import ReferenceTables
 from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_inputs, panel_views
+from logstream.report.reference import reference_section
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
@@ -53,11 +57,6 @@ REPORT_KEYS: tuple[str, ...] = (
 #: Quarantined lines shown as examples in the report.
 QUARANTINE_EXAMPLES = 5
 
-
-#: The UTC offset written in a line's timestamp: the first time of day (``HH:MM:SS``, an
-#: optional fraction) followed by ``±HHMM``, ``±HH:MM`` or ``Z``: CLF's ``[09/Jul/1995:00:00:01
-#: -0400]``, nginx's ``$time_local``, ISO 8601 in JSON lines. Epoch times have none (UTC).
-LOG_OFFSET_REGEX = r"\d\d:\d\d:\d\d(?:[.,]\d+)? ?(Z|[+-]\d\d:?\d\d)(?![\d:])"
 
 _FIXED_OFFSET = re.compile(r"^([+-])(\d\d):(\d\d)$")
 
@@ -97,6 +96,8 @@ def build_report(
     panels: Sequence[str] = PANELS,
     static_extensions: Sequence[str] = (),
     site_host: str | None = None,
+    protocol_required: bool = False,
+    on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Compute the batch report from parsed lines.
 
@@ -136,19 +137,30 @@ def build_report(
     panels, static_extensions, site_host
         GoAccess's panels to compute (default: all), extensions counted as static besides
         GoAccess's, your own site's host: :func:`logstream.report.panels.panel_views`.
+    protocol_required : bool
+        The log format has a protocol (``"protocol" in CompiledFormat.fields``, as
+        ``logstream batch`` passes it): a request without a valid one is GoAccess's request
+        ``-`` (:func:`logstream.analytics.requests.request_target`).
+    on_step : callable, optional
+        Called with the name of each step of the work as it starts (the keys of
+        :data:`logstream.report.progress.REPORT_STEPS`, in that order: ``read, parse,
+        aggregate``, ``tables`` …), for a progress display.
 
     Returns
     -------
     dict
         Keys :data:`REPORT_KEYS`. ``general`` holds ``total_requests``, ``valid_requests``,
-        ``failed_requests``, ``unique_visitors``, ``unique_urls``, ``unique_not_found``,
-        ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event`` (ISO 8601, in the
-        report's zone), ``time_zone`` (the ``time_zone`` given, or the log's most common
-        offset, ``±HH:MM``), ``time_zone_source`` (``option`` or ``log``), ``log_offsets``
-        (with the log's offsets: requests per offset written in the lines, ``±HH:MM``), plus
-        the echoed settings, ``duplicates_dropped`` and ``corrupt_files``; ``status_codes`` maps a
-        status (as text)
-        to requests;
+        ``failed_requests``, ``unique_visitors`` (GoAccess's: distinct client host, calendar
+        day and user agent, 4xx answers left out; the visitors panel's total),
+        ``hosts_per_day`` (distinct client hosts of each calendar day, summed over the days),
+        ``unique_urls`` (distinct paths), ``unique_not_found`` (GoAccess's: distinct requests
+        answered 404, keyed as the ``not_found`` panel keys them: the request with its method
+        and protocol), ``bandwidth_bytes`` (bytes), ``first_event`` and ``last_event``
+        (ISO 8601, in the report's zone), ``time_zone`` (the ``time_zone`` given, or the
+        log's most common offset, ``±HH:MM``), ``time_zone_source`` (``option`` or ``log``),
+        ``log_offsets`` (with the log's offsets: requests per offset written in the lines,
+        ``±HH:MM``), plus the echoed settings, ``duplicates_dropped`` and ``corrupt_files``;
+        ``status_codes`` maps a status (as text) to requests;
         ``status_classes`` maps ``"2xx"`` to requests; the ``top_*`` and ``hourly`` entries are
         lists of row dictionaries; ``sessions`` summarises visitor sessions (30-minute gap,
         :func:`~logstream.analytics.sessions`): ``sessions``, ``median_duration_s`` and
@@ -171,19 +183,23 @@ def build_report(
     # the input is read and parsed once: every table, the sessions and the quarantine come from
     # the rows of one aggregation, which is small (a row per key) and cached
     panels = [p for p in PANELS if p in panels]
-    views = _view_counts(parsed, time_zone, tables, panels, static_extensions, site_host)
+    step = _ON_STEP.set(on_step)
+    views = _view_counts(
+        parsed, time_zone, tables, panels, static_extensions, site_host, protocol_required
+    )
     counts = views.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         report = _build(
             counts, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
         )
         _describe(counts, "reference")
-        report["reference"] = _reference(counts, tables, top)
+        report["reference"] = reference_section(counts, tables, top)
         _describe(counts, "panels")
         report.update(build_panels(counts, panels, top, tables.get("agents")))
     finally:
         counts.unpersist()
         parsed.sparkSession.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+        _ON_STEP.reset(step)
     report["general"]["duplicates_dropped"] = duplicates_dropped
     return report
 
@@ -195,6 +211,7 @@ def _view_counts(
     panels: Sequence[str] = (),
     static_extensions: Sequence[str] = (),
     site_host: str | None = None,
+    protocol_required: bool = False,
 ) -> DataFrame:
     """Every table of the report from one aggregation of the parsed lines.
 
@@ -205,10 +222,14 @@ def _view_counts(
     the status code; ``key3``, with ``time_zone`` None: the offset written in the line, in
     seconds east of UTC, 0 without one), ``url`` (the path, null included), ``page_day`` (content
     pages per calendar day of ``time_zone``, or of the line's own offset when None),
-    ``host_day`` (client hosts per calendar day), ``visit`` (a
+    ``host_day`` (client hosts per calendar day, ``key2`` the user agent, ``-`` for none:
+    each row a GoAccess visitor when ``uniq`` > 0), ``not_found_request`` (a request
+    answered 404, keyed as GoAccess keys it: the target, ``key4`` its method and protocol),
+    ``visit`` (a
     client host and user agent, ``key2``, per UTC minute: the summaries that merge into
     sessions, :func:`logstream.analytics.sessions.session_parts`). The reference dimensions
-    are read from these rows, not from the events (:func:`_reference`). Each quarantined line
+    are read from these rows, not from the events
+    (:func:`logstream.report.reference.reference_section`). Each quarantined line
     is a row of its own in the view ``bad``: its raw text, source file (``key2``), reason
     (``key3``) and position in the input (``at``), so the quarantine keeps every copy in input
     order. The rows of GoAccess's ``panels`` come from
@@ -227,44 +248,22 @@ def _view_counts(
     is_event = F.col(REASON_COLUMN).isNull()
     url = F.col("url_path")
     t_ms = F.unix_millis("event_time")
-    none = F.lit(None).cast("string")
-    offset = none
-    if time_zone is None:  # each line's calendar day is the date written in it
-        offset = F.col("_offset_s").cast("string")  # seconds east of UTC
-        day = F.date_from_unix_date(
-            F.floor((F.unix_seconds("event_time") + F.col("_offset_s")) / 86_400).cast("int")
-        )
-    else:
-        day = local_day(time_zone)
+    offset, day = _calendar(time_zone)
     status_text = F.col("status").cast("string")
-
-    def view(
-        name: str,
-        key: Column,
-        key2: Column = none,
-        key3: Column = none,
-        on_day: Column | None = None,
-        at: Column | None = None,
-        when: Column = is_event,
-        key4: Column = none,
-    ) -> Column:
-        return F.struct(
-            F.when(when, F.lit(name)).alias("view"),
-            key.alias("key"),
-            key2.alias("key2"),
-            key3.alias("key3"),
-            key4.alias("key4"),
-            (F.lit(None).cast("date") if on_day is None else on_day).alias("day"),
-            (F.lit(None).cast("bigint") if at is None else at).alias("at"),
-        )
-
+    view = _view_maker(is_event)
     views = [
         view(
             "hour", F.floor(F.unix_seconds("event_time") / 3600).cast("string"), status_text, offset
         ),
         view("url", url),
         view("page_day", url, on_day=day, when=is_event & F.col("_page")),
-        view("host_day", F.col("client_host"), on_day=day),
+        view(
+            "host_day",
+            F.col("client_host"),
+            F.coalesce(F.col("user_agent"), F.lit("-")),
+            on_day=day,
+        ),
+        _not_found_request(view, is_event, protocol_required),
         view(
             "visit",
             F.col("client_host"),
@@ -290,7 +289,7 @@ def _view_counts(
     ]
     rows = parsed.select(
         *_EVENT_COLUMNS,
-        *(PANEL_COLUMNS if panels else ()),
+        *(c for c in PANEL_COLUMNS if panels or c in _REQUEST_COLUMNS),
         "raw_line",
         "source_file",
         REASON_COLUMN,
@@ -298,9 +297,73 @@ def _view_counts(
     )
     if time_zone is None:  # the offset read once per line, then used by two views
         rows = rows.withColumn("_offset_s", _line_offset_seconds(F.col("raw_line")))
-    rows = rows.withColumns(panel_inputs(day, panels))
+    rows = rows.withColumns(panel_inputs(day, panels, protocol_required))
     return _count_views(
         rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
+    )
+
+
+def _calendar(time_zone: str | None) -> tuple[Column, Column]:
+    """The offset written in a line (``key3`` of the ``hour`` view: seconds east of UTC, as
+    text; null with a ``time_zone``) and the line's calendar day: the date written in it
+    (``time_zone`` None), else its day in ``time_zone``."""
+    if time_zone is None:  # each line's calendar day is the date written in it
+        offset = F.col("_offset_s").cast("string")  # seconds east of UTC
+        day = F.date_from_unix_date(
+            F.floor((F.unix_seconds("event_time") + F.col("_offset_s")) / 86_400).cast("int")
+        )
+        return offset, day
+    return F.lit(None).cast("string"), local_day(time_zone)
+
+
+def _view_maker(is_event: Column) -> Callable[..., Column]:
+    """``view(name, key, key2, key3, on_day=, at=, when=, key4=)``: the struct of one view
+    of a line for :func:`_view_counts` (its name null unless ``when``, by default the line
+    is an event)."""
+    none = F.lit(None).cast("string")
+
+    def view(
+        name: str,
+        key: Column,
+        key2: Column = none,
+        key3: Column = none,
+        on_day: Column | None = None,
+        at: Column | None = None,
+        when: Column = is_event,
+        key4: Column = none,
+    ) -> Column:
+        return F.struct(
+            F.when(when, F.lit(name)).alias("view"),
+            key.alias("key"),
+            key2.alias("key2"),
+            key3.alias("key3"),
+            key4.alias("key4"),
+            (F.lit(None).cast("date") if on_day is None else on_day).alias("day"),
+            (F.lit(None).cast("bigint") if at is None else at).alias("at"),
+        )
+
+    return view
+
+
+def _not_found_request(
+    view: Callable[..., Column], is_event: Column, protocol_required: bool
+) -> Column:
+    """The ``not_found_request`` view: a request answered 404 as GoAccess keys it (its target,
+    ``key4`` its method and protocol: :func:`logstream.analytics.requests.request_target`),
+    computed for those lines only (a CASE evaluates no other branch)."""
+    is_404 = F.col("status") == 404
+    target, method_protocol = request_target(
+        F.col("url_path"),
+        F.col("query_string"),
+        F.col("method"),
+        F.col("protocol"),
+        protocol_required=protocol_required,
+    )
+    return view(
+        "not_found_request",
+        F.when(is_404, target),
+        key4=F.when(is_404, method_protocol),
+        when=is_event & is_404,
     )
 
 
@@ -348,96 +411,8 @@ def _offset_text(seconds: int | None) -> str:
 
 #: The event columns the report reads.
 _EVENT_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
-
-
-_DIMENSIONS = {"agent_classes": "agent_class", "sections": "section", "networks": "organisation"}
-
-
-def _dimensions(tables: dict[str, Any]) -> list[str]:
-    """The reference dimensions the report shows (networks only with a networks table)."""
-    return [n for n in _DIMENSIONS if n != "networks" or "networks" in tables]
-
-
-#: The view of :func:`_view_counts` each reference dimension is read from, and the event
-#: column its key fills (a section depends only on the path, an agent class only on the user
-#: agent, a network only on the host).
-_DIMENSION_SOURCES = {
-    "sections": ("url", "url_path", "sections"),
-    "agent_classes": ("visit", "user_agent", "agents"),
-    "networks": ("host_day", "client_host", "networks"),
-}
-
-
-def _reference(counts: DataFrame, tables: dict[str, Any], top: int) -> dict[str, Any]:
-    """Traffic per agent class, section and network, top ``top`` keys of each.
-
-    Each dimension is a function of one event column, so it is computed on the rows of
-    :func:`_view_counts` keyed by that column (about ten thousand paths, a few million visit
-    summaries, a million host-days on 10M lines) rather than on every event: the same broadcast
-    joins as ``logstream run`` (:class:`~logstream.reference.Enricher`), then a sum per key
-    (``unknown`` without a value).
-    """
-    names = _dimensions(tables)
-    enricher = Enricher(counts.sparkSession)
-    parts = []
-    for name in names:
-        view, column, kind = _DIMENSION_SOURCES[name]
-        # a visit's user agent is key2, "" when there was none
-        key = F.when(F.col("key2") != "", F.col("key2")) if view == "visit" else F.col("key")
-        rows = counts.where(F.col("view") == view).select(
-            *(
-                (key if c == column else F.lit(None).cast("string")).alias(c)
-                for c in ("client_host", "user_agent", "url_path")
-            ),
-            "requests",
-            "bytes",
-            "errors",
-        )
-        used = {k: t for k, t in tables.items() if k == kind}
-        enriched = enricher.enrich(rows, used)
-        parts.append(
-            enriched.groupBy(
-                F.lit(name).alias("dimension"),
-                F.coalesce(F.col(_DIMENSIONS[name]), F.lit("unknown")).alias("key"),
-            ).agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
-        )
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    union = union.persist(StorageLevel.MEMORY_AND_DISK)  # a row per key, read twice
-    try:
-        return _reference_rows(union, names, tables, top)
-    finally:
-        union.unpersist()
-
-
-def _reference_rows(
-    rows: DataFrame, names: list[str], tables: dict[str, Any], top: int
-) -> dict[str, Any]:
-    out: dict[str, Any] = {n: [] for n in names}
-    total = crawlers = 0
-    for r in _rows(analytics.top_n_per_group(rows, ["dimension"], ["requests"], top)):
-        out[r["dimension"]].append(
-            {
-                _DIMENSIONS[r["dimension"]]: r["key"],
-                "requests": r["requests"],
-                "bytes": int(r["bytes"] or 0),
-                "errors": r["errors"],
-                "error_rate": round(r["errors"] / r["requests"], 6),
-            }
-        )
-    for r in _rows(
-        rows.where(F.col("dimension") == "agent_classes").agg(
-            F.sum("requests").alias("total"),
-            F.sum(F.when(F.col("key") == CRAWLER_CLASS, F.col("requests"))).alias("crawlers"),
-        )
-    ):
-        total, crawlers = int(r["total"] or 0), int(r["crawlers"] or 0)
-    return {
-        "crawler_share": round(crawlers / total, 6) if total else None,
-        **out,
-        "tables": {k: {"source": t.source, "version": t.digest} for k, t in sorted(tables.items())},
-    }
+#: The columns of a request as GoAccess keys it (``not_found_request``), beyond the path.
+_REQUEST_COLUMNS = ("query_string", "method", "protocol")
 
 
 def _build(
@@ -469,6 +444,7 @@ def _build(
         "valid_requests": valid,
         "failed_requests": failed,
         "unique_visitors": int(summary["unique_visitors"]),
+        "hosts_per_day": int(summary["hosts_per_day"]),
         "unique_urls": int(summary["unique_urls"]),
         "unique_not_found": int(summary["unique_not_found"]),
         "bandwidth_bytes": int(summary["bandwidth_bytes"] or 0),
@@ -515,11 +491,13 @@ def _summary(counts: DataFrame) -> Any:
     view = F.col("view")
     summary = counts.agg(
         F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
-        F.count_if((view == "host_day") & F.col("key").isNotNull()).alias("unique_visitors"),
+        # GoAccess's visitors: a host_day row is one (host, day, user agent)
+        F.count_if((view == "host_day") & (F.col("uniq") > 0)).alias("unique_visitors"),
+        F.count_distinct(
+            F.when((view == "host_day") & F.col("key").isNotNull(), F.struct("key", "day"))
+        ).alias("hosts_per_day"),
         F.count_if((view == "url") & F.col("key").isNotNull()).alias("unique_urls"),
-        F.count_if((view == "url") & F.col("key").isNotNull() & (F.col("not_found") > 0)).alias(
-            "unique_not_found"
-        ),
+        F.count_if(view == "not_found_request").alias("unique_not_found"),
         F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
         F.min(F.when(view == "hour", F.col("first_ms"))).alias("first_ms"),
         F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),
@@ -682,10 +660,17 @@ def _sessions(visits: DataFrame, gap_s: int = 1800) -> dict[str, Any]:
     }
 
 
+#: :func:`build_report`'s ``on_step``, for :func:`_describe` (the report's steps are in
+#: several functions).
+_ON_STEP: ContextVar[Callable[[str], None] | None] = ContextVar("on_step", default=None)
+
+
 def _describe(frame: DataFrame, step: str) -> None:
     """Name the Spark jobs that follow (the Spark UI's job descriptions, read by
-    ``bench/profile_batch.py``): ``logstream batch: STEP``."""
+    ``bench/profile_batch.py``): ``logstream batch: STEP``; and tell ``on_step``."""
     frame.sparkSession.sparkContext.setJobDescription(f"logstream batch: {step}")
+    if (on_step := _ON_STEP.get()) is not None:
+        on_step(step)
 
 
 def _iso_ms(epoch_ms: int | None, time_zone: str = "UTC") -> str | None:

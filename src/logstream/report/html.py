@@ -122,8 +122,9 @@ def render_html(report: dict[str, Any]) -> str:
         ("Deduplication", dedup_label(g.get("duplicates_dropped"))),
         *([("Corrupt files", f"{g['corrupt_files']:,}")] if g.get("corrupt_files") else []),
         ("Unique visitors", f"{g['unique_visitors']:,}"),
+        ("Hosts per day", f"{g['hosts_per_day']:,}"),
         ("Unique URLs", f"{g['unique_urls']:,}"),
-        ("Unique 404 URLs", f"{g['unique_not_found']:,}"),
+        ("Unique 404 requests", f"{g['unique_not_found']:,}"),
         ("Bandwidth", human_bytes(g["bandwidth_bytes"])),
     ]
     card_html = "".join(

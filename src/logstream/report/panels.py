@@ -53,7 +53,7 @@ from logstream.analytics.requests import (
     shown_referrer,
 )
 from logstream.analytics.topk import ranking_window
-from logstream.analytics.useragents import FAMILY_SCHEMA, agent_families
+from logstream.analytics.useragents import agent_families
 from logstream.config import PANEL_TITLES, PANELS, check_panels
 from logstream.reference import CRAWLER_CLASS, agent_class_column
 from logstream.reference.tables import Table
@@ -152,10 +152,13 @@ def panel_views(
     return out
 
 
-def panel_inputs(day: Column, panels: Sequence[str]) -> dict[str, Column]:
+def panel_inputs(
+    day: Column, panels: Sequence[str], protocol_required: bool = False
+) -> dict[str, Column]:
     """The columns :func:`panel_views` reads, computed once per line before the views: the
     views are the fields of one generator's array, where Spark evaluates an expression each
-    time it is written."""
+    time it is written. ``protocol_required``: the format has a protocol, so a request without
+    a valid one is ``-`` (:func:`~logstream.analytics.requests.request_target`)."""
     if not panels:
         return {}
     agent = F.coalesce(F.col("user_agent"), F.lit("-"))
@@ -164,7 +167,11 @@ def panel_inputs(day: Column, panels: Sequence[str]) -> dict[str, Column]:
     # probability below n²/2⁶⁵: 3 × 10⁻⁸ for a million)
     out = {_P_AGENT: agent, _P_VISITOR: F.xxhash64(F.col("client_host"), day, agent)}
     target, method_protocol = request_target(
-        F.col("url_path"), F.col("query_string"), F.col("method"), F.col("protocol")
+        F.col("url_path"),
+        F.col("query_string"),
+        F.col("method"),
+        F.col("protocol"),
+        protocol_required=protocol_required,
     )
     out[_P_TARGET], out[_P_METHOD_PROTOCOL] = target, method_protocol
     out[_P_SITE] = referring_site(F.col("referrer"))
@@ -282,11 +289,15 @@ def _panel_items(counts: DataFrame, panels: Sequence[str], agents: Table | None)
             )
         )
     if any(p in panels for p in _FROM_AGENTS):
-        agent_rows = _located(
-            _classified(counts.where(view == _AGENT_VIEW), panels, agents), panels
-        )
-        entries = F.inline(F.array(*_agent_entries(panels)))
-        parts.append(agent_rows.select(entries, *metrics))
+        classified, with_agents = _classified(counts.where(view == _AGENT_VIEW), panels, agents)
+        # a log without user agents (a Common log) leaves the OS and browser panels empty, as
+        # GoAccess and the stream do: no "Unknown" item holding every hit
+        shown = [p for p in panels if with_agents or p not in _AGENT_FAMILIES]
+        if entries := _agent_entries(shown):
+            agent_rows = _located(classified, shown)
+            parts.append(agent_rows.select(F.inline(F.array(*entries)), *metrics))
+    if not parts:  # only panels that the log cannot fill
+        return counts.sparkSession.createDataFrame([], _ITEM_SCHEMA)
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
@@ -306,6 +317,13 @@ def _panel_items(counts: DataFrame, panels: Sequence[str], agents: Table | None)
 
 
 _METRICS = ("hits", "visitors", "bytes")
+#: The panels of user-agent families (left empty for a log without user agents).
+_AGENT_FAMILIES = ("os", "browsers")
+#: :func:`_panel_items`' rows.
+_ITEM_SCHEMA = (
+    "panel string, data string, parent string, method string, protocol string, "
+    "hits bigint, visitors bigint, bytes bigint"
+)
 
 
 def _agent_entries(panels: Sequence[str]) -> list[Column]:
@@ -339,18 +357,18 @@ def _agent_entries(panels: Sequence[str]) -> list[Column]:
     return out
 
 
-def _classified(agent_rows: DataFrame, panels: Sequence[str], agents: Table | None) -> DataFrame:
-    """``agent_rows`` with their user agent's OS and browser (:data:`FAMILY_SCHEMA`; null
-    when the row has none), when an OS or browser panel is shown: the distinct user agents are
-    classified once."""
+def _classified(
+    agent_rows: DataFrame, panels: Sequence[str], agents: Table | None
+) -> tuple[DataFrame, bool]:
+    """``agent_rows`` with their user agent's OS and browser (the columns of
+    :data:`~logstream.analytics.useragents.FAMILY_SCHEMA`; null when the row has none), when
+    an OS or browser panel is shown: the distinct user agents are classified once. The flag
+    says whether any row has a user agent (True when neither panel is shown)."""
     if "os" not in panels and "browsers" not in panels:
-        return agent_rows
+        return agent_rows, True
     with_agent = agent_rows.where(F.col("key") != "-")
     if with_agent.isEmpty():  # a log without user agents (NASA's CLF): no Python worker
-        return agent_rows.select(
-            "*",
-            *(F.lit(None).cast("string").alias(c) for c in FAMILY_SCHEMA.fieldNames()[1:]),
-        )
+        return agent_rows, False
     distinct = with_agent.select(F.col("key").alias("user_agent")).distinct()
     crawler = (
         agent_class_column(agents, F.col("user_agent")) == CRAWLER_CLASS
@@ -358,9 +376,8 @@ def _classified(agent_rows: DataFrame, panels: Sequence[str], agents: Table | No
         else F.lit(False)
     )
     named = agent_families(distinct, crawler)
-    return agent_rows.join(named, agent_rows["key"] == named["user_agent"], "left").drop(
-        "user_agent"
-    )
+    joined = agent_rows.join(named, agent_rows["key"] == named["user_agent"], "left")
+    return joined.drop("user_agent"), True
 
 
 def _located(agent_rows: DataFrame, panels: Sequence[str]) -> DataFrame:

@@ -11,7 +11,7 @@ from rich.table import Table
 from logstream.report.panels import shown_panels
 from logstream.units import human_bytes
 
-__all__ = ["render_terminal"]
+__all__ = ["UNBOUNDED_WIDTH", "render_terminal", "report_console"]
 
 
 def _table(title: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> Table:
@@ -40,9 +40,24 @@ def dedup_label(duplicates_dropped: int | None) -> str:
     return f"on: {duplicates_dropped:,} identical lines dropped"
 
 
+#: Columns of standard output when it is not a terminal: wider than any table, so that a
+#: table takes its own width and no cell is folded in the middle of a word.
+UNBOUNDED_WIDTH = 10_000
+
+
+def report_console() -> Console:
+    """The console the report is printed on: standard output's. On a terminal, its width (a
+    cell too long for it is folded); written to a file or a pipe, unbounded: each table its
+    own width, each cell whole on its line (``/images/NASA-logosmall.gif``, never
+    ``/images/NASA-logosmall.gi⏎f``)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=UNBOUNDED_WIDTH)
+
+
 def render_terminal(report: dict[str, Any], console: Console | None = None) -> None:
-    """Print ``report`` (from :func:`~logstream.report.batch.build_report`) as tables."""
-    console = console or Console()
+    """Print ``report`` (from :func:`~logstream.report.batch.build_report`) as tables
+    (on :func:`report_console` unless ``console`` is given)."""
+    console = console or report_console()
     g = report["general"]
     general = Table.grid(padding=(0, 2))
     general.add_column(style="bold")
@@ -57,9 +72,10 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
             if g.get("corrupt_files")
             else []
         ),
-        ("Unique visitors (hosts per day)", f"{g['unique_visitors']:,}"),
+        ("Unique visitors", f"{g['unique_visitors']:,}"),
+        ("Hosts per day", f"{g['hosts_per_day']:,}"),
         ("Unique URLs", f"{g['unique_urls']:,}"),
-        ("Unique 404 URLs", f"{g['unique_not_found']:,}"),
+        ("Unique 404 requests", f"{g['unique_not_found']:,}"),
         ("Bandwidth", human_bytes(g["bandwidth_bytes"])),
         ("First event", str(g["first_event"])),
         ("Last event", str(g["last_event"])),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logstream.errors import ConfigError, InputPathError
+from logstream.parsing.detect import check_format
 from logstream.pipeline.config import interval_seconds, spark_interval
 
 if TYPE_CHECKING:
@@ -132,6 +133,7 @@ class RulesConfig:
                 f"--rate-sample {str(self.rate_sample)!r} does not exist: give a Common or "
                 "Combined log file, or leave it out to use generated lines"
             )
+        check_format(self.log_format)  # before Spark starts
         if self.log_format.strip().lower() == "auto" and self.source == "socket":
             raise ConfigError(
                 "--format auto needs a file to look at; with the socket source pass "

@@ -52,6 +52,7 @@ from logstream.serving.rows import (
     TrafficBucket,
     VisitorBucket,
 )
+from logstream.serving.schema import FOLLOW_LOSS_KEYS
 
 __all__ = [
     "FOLLOW_LOSS_KEYS",
@@ -64,14 +65,6 @@ __all__ = [
 #: imported: the pipeline imports Spark).
 INGEST_QUERY = "ingest"
 
-#: The follow source's running totals in ``pipeline_state``: bytes, lines (an estimate) and
-#: files it could not read, and truncations it saw (``docs/follow.md``).
-FOLLOW_LOSS_KEYS = (
-    "follow_lost_bytes",
-    "follow_lost_lines",
-    "follow_lost_files",
-    "follow_truncations",
-)
 
 _COUNTERS = ("events", "late_events", "quarantined", "corrupt_files")
 
@@ -319,6 +312,19 @@ class StoreReader:
             params,
         )
         return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    def dimensions_first_start(self, dimensions: tuple[str, ...], since: str | None) -> str | None:
+        """The first ``window_start`` of ``traffic_by_dimension`` rows of ``dimensions`` at or
+        after ``since`` (None: all; None when there is none): where those views begin in a
+        range (the store keeps them for ``--store-retention`` only)."""
+        if not dimensions:
+            return None
+        where = f"WHERE dimension IN ({', '.join('?' * len(dimensions))})"
+        params: list[Any] = list(dimensions)
+        if since is not None:
+            where += " AND window_start >= ?"
+            params.append(since)
+        return self._one(f"SELECT MIN(window_start) FROM traffic_by_dimension {where}", params)[0]
 
     def dimension_buckets(
         self, dimension: str, keys: list[str], since: str | None, bucket_s: int

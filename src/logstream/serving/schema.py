@@ -73,6 +73,8 @@ __all__ = [
     "BOTS_KEPT",
     "BOTS_PER_BATCH",
     "EXAMPLES_KEPT",
+    "FOLLOW_LOSSES",
+    "FOLLOW_LOSS_KEYS",
     "SCHEMA",
     "SESSIONS_KEPT",
     "SQLITE",
@@ -80,6 +82,18 @@ __all__ = [
     "Dialect",
     "missing_schema",
 ]
+
+#: The follow source's running loss counts, as its offset names them (``docs/follow.md``),
+#: and what each counts (the help of its Prometheus gauge).
+FOLLOW_LOSSES = {
+    "truncations": "Truncations of followed files seen.",
+    "lost_bytes": "Bytes of followed files lost.",
+    "lost_lines": "Lines lost to rotation (an estimate).",
+    "lost_files": "Followed files gone before read whole.",
+}
+#: Their keys in ``pipeline_state`` (``follow_lost_bytes`` …), in the same order: the one
+#: definition the writer, the readers and the Prometheus gauges use.
+FOLLOW_LOSS_KEYS = tuple(f"follow_{name}" for name in FOLLOW_LOSSES)
 
 #: Latest late events and quarantined lines kept as examples.
 EXAMPLES_KEPT = 20

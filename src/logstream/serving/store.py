@@ -49,6 +49,8 @@ from logstream.serving.schema import (
     BOTS_KEPT,
     BOTS_PER_BATCH,
     EXAMPLES_KEPT,
+    FOLLOW_LOSS_KEYS,
+    FOLLOW_LOSSES,
     SCHEMA,
     SESSIONS_KEPT,
     SQLITE,
@@ -265,15 +267,18 @@ class ServingStore:
                 "ON CONFLICT(key) DO UPDATE SET value = CAST("
                 f"{self.dialect.greatest}(CAST(pipeline_state.value AS BIGINT), "
                 "CAST(excluded.value AS BIGINT)) AS TEXT)",
-                [(f"follow_{key}", str(int(value))) for key, value in losses.items()],
+                [
+                    (key, str(int(losses[name])))
+                    for name, key in zip(FOLLOW_LOSSES, FOLLOW_LOSS_KEYS, strict=True)
+                    if name in losses
+                ],
             )
 
     def follow_losses(self) -> dict[str, int]:
         """The follow source's running counts: ``follow_truncations``, ``follow_lost_bytes``
         (bytes), ``follow_lost_lines`` (an estimate) and ``follow_lost_files``; 0 when absent
         (another source, or nothing lost)."""
-        keys = ("truncations", "lost_bytes", "lost_lines", "lost_files")
-        counts = dict.fromkeys((f"follow_{key}" for key in keys), 0)
+        counts = dict.fromkeys(FOLLOW_LOSS_KEYS, 0)
         with self.connection() as conn:
             rows = conn.execute(
                 "SELECT key, value FROM pipeline_state WHERE key LIKE 'follow_%'"

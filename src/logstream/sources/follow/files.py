@@ -15,6 +15,7 @@ import os
 import stat
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
@@ -238,6 +239,12 @@ def _open(path: str, ident: FileId) -> tuple[int, str] | None:
     rename between looking the file up and opening it is retried, so rotation never makes the
     file look gone.
     """
+    opened = _open_checked(path, ident)
+    return None if opened is None else (opened[0], opened[1])
+
+
+def _open_checked(path: str, ident: FileId) -> tuple[int, str, os.stat_result] | None:
+    """:func:`_open`, with the status of the file it opened."""
     for _ in range(5):
         where = _locate(path, ident)
         if where is None:
@@ -246,10 +253,76 @@ def _open(path: str, ident: FileId) -> tuple[int, str] | None:
             fd = os.open(where[0], os.O_RDONLY)
         except FileNotFoundError:
             continue
-        if _ident(os.fstat(fd)) == ident:
-            return fd, where[0]
+        st = os.fstat(fd)
+        if _ident(st) == ident:
+            return fd, where[0], st
         os.close(fd)
     return None
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """A file opened to follow it (:func:`_open_head`); the caller closes ``fd``.
+
+    Attributes
+    ----------
+    fd : int
+        The open descriptor.
+    path : str
+        The path it was opened by (where the file is now).
+    stat : os.stat_result
+        Its status when it was opened (``st_size`` in bytes).
+    head : bytes
+        Its first :data:`FINGERPRINT_BYTES` bytes (fewer in a shorter file; none in a file
+        that is not regular).
+    """
+
+    fd: int
+    path: str
+    stat: os.stat_result
+    head: bytes
+
+
+def _open_head(path: str, ident: FileId | None = None) -> OpenFile | None:
+    """Open a file, read its status and its head: the one place the follow source does.
+
+    Parameters
+    ----------
+    path : str
+        Where the file is, or was last seen.
+    ident : FileId, optional
+        Its identity: the file is looked for beside ``path`` after a rename, and opened only
+        when it is that file (:func:`_open`). None: the file at ``path``, whatever it is.
+
+    Returns
+    -------
+    OpenFile or None
+        None when the file is gone (with ``ident``), or cannot be opened (without).
+
+    Raises
+    ------
+    OSError
+        With ``ident``, when the file is there but cannot be opened or read.
+    """
+    if ident is None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        where, st = path, None
+    else:
+        opened = _open_checked(path, ident)
+        if opened is None:
+            return None
+        fd, where, st = opened
+    try:
+        st = st or os.fstat(fd)
+        # a directory or a device is no followed file: nothing of it is read
+        head = os.pread(fd, FINGERPRINT_BYTES, 0) if stat.S_ISREG(st.st_mode) else b""
+    except BaseException:
+        os.close(fd)
+        raise
+    return OpenFile(fd, where, st, head)
 
 
 def _uri(path: str) -> str:

@@ -36,7 +36,7 @@ from logstream.sources.follow.files import (
     _last_line_end,
     _line_bytes,
     _locate,
-    _open,
+    _open_head,
     _same_start,
     _stat,
 )
@@ -169,27 +169,24 @@ def _inspect(path: str, ident: FileId, f: Mapping[str, Any] | None = None) -> _F
     ``fp`` and the 64 before ``offset`` with CRC-32 ``crc``. None when the file is gone.
     """
     try:
-        opened = _open(path, ident)
+        file = _open_head(path, ident)
     except OSError as exc:
         log.warning("cannot open %s to follow it: %s", path, exc)
         return None
-    if opened is None:
+    if file is None:
         return None
-    fd, path = opened
     try:
-        st = os.fstat(fd)
-        head = os.pread(fd, FINGERPRINT_BYTES, 0)
         holds = False
         if f is not None:
             offset, fplen = int(f["offset"]), int(f.get("fplen") or 0)
             holds = (
-                st.st_size >= max(offset, fplen)
-                and (not fplen or _fingerprint(head[:fplen]) == f.get("fp"))
-                and (offset == 0 or _crc_before(fd, offset) == int(f["crc"]))
+                file.stat.st_size >= max(offset, fplen)
+                and (not fplen or _fingerprint(file.head[:fplen]) == f.get("fp"))
+                and (offset == 0 or _crc_before(file.fd, offset) == int(f["crc"]))
             )
     finally:
-        os.close(fd)
-    return _Found(dict(f) if f is not None else {}, path, st, head, holds)
+        os.close(file.fd)
+    return _Found(dict(f) if f is not None else {}, file.path, file.stat, file.head, holds)
 
 
 def _continuation(path: str, ident: FileId, f: Mapping[str, Any]) -> _Found | None:
@@ -203,29 +200,27 @@ def _continuation(path: str, ident: FileId, f: Mapping[str, Any]) -> _Found | No
     lines, which were read from the original): it starts at its end.
     """
     fplen, offset = int(f.get("fplen") or 0), int(f["offset"])
-    opened = _open(path, ident) if fplen else None
-    if opened is None:
+    file = _open_head(path, ident) if fplen else None
+    if file is None:
         return None
-    fd, path = opened
     try:
-        st = os.fstat(fd)
-        head = os.pread(fd, FINGERPRINT_BYTES, 0)
-        if len(head) < fplen or _fingerprint(head[:fplen]) != f.get("fp"):
+        if len(file.head) < fplen or _fingerprint(file.head[:fplen]) != f.get("fp"):
             return None
-        if st.st_size >= offset:
-            crc = _crc_before(fd, offset) if offset else 0
+        if file.stat.st_size >= offset:
+            crc = _crc_before(file.fd, offset) if offset else 0
             if crc != int(f["crc"]):
                 return None
             base = offset
         else:
-            base = st.st_size
-            crc = _crc_before(fd, base) or 0
+            base = file.stat.st_size
+            crc = _crc_before(file.fd, base) or 0
     finally:
-        os.close(fd)
+        os.close(file.fd)
     entry = _entry(
-        ident, path, base, 0, crc, fp=f["fp"], fplen=fplen, lb=int(f.get("lb") or 0), base=base
-    )
-    return _Found(entry, path, st, head, True)
+        ident, file.path, base, 0, crc, fp=f["fp"], fplen=fplen, lb=int(f.get("lb") or 0),
+        base=base,
+    )  # fmt: skip
+    return _Found(entry, file.path, file.stat, file.head, True)
 
 
 def _neighbours(
@@ -373,12 +368,12 @@ def _advance(
     one line when ``first_line``), and its fingerprint over up to
     :data:`FINGERPRINT_BYTES`; returns the bytes taken."""
     f = found.entry
-    opened = _open(found.path, ident)
-    if opened is None:  # vanished just now: looked at again next time
+    file = _open_head(found.path, ident)
+    if file is None:  # vanished just now: looked at again next time
         return 0
-    fd, f["path"] = opened
+    fd, f["path"] = file.fd, file.path
     try:
-        size = os.fstat(fd).st_size
+        size = file.stat.st_size
         seen[ident] = size
         begin = int(f["offset"])
         limit = size if caps is None else min(size, max(begin, caps.get(ident, begin)))
@@ -392,7 +387,7 @@ def _advance(
             f.update(offset=end, crc=0 if crc is None else crc)
         fplen = int(f.get("fplen") or 0)
         if fplen < FINGERPRINT_BYTES and (end > begin or not f.get("fp")) and size > fplen:
-            head = os.pread(fd, FINGERPRINT_BYTES, 0)
+            head = file.head
             f.update(fp=_fingerprint(head), fplen=len(head), lb=_line_bytes(head) or f["lb"])
     finally:
         os.close(fd)
@@ -513,19 +508,17 @@ def read_to_end(checkpoint: str | os.PathLike[str], path: str | os.PathLike[str]
         committed offset has reached its last ``\\n``; False otherwise, also before any
         micro-batch committed.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # gone: nothing left to read
+    file = _open_head(os.fspath(path))
+    if file is None:  # gone: nothing left to read
         return True
     try:
-        st = os.fstat(fd)
+        st, head = file.stat, file.head
         if not stat.S_ISREG(st.st_mode):  # not a followed file
             return True
         # the tail and the head only: the file may be large, and a writer asks again and again
-        target = _last_line_end(fd, 0, st.st_size)
-        head = os.pread(fd, FINGERPRINT_BYTES, 0)
+        target = _last_line_end(file.fd, 0, st.st_size)
     finally:
-        os.close(fd)
+        os.close(file.fd)
     if target == 0:  # no whole line: nothing to read (an empty file is not followed yet)
         return True
     root = os.fspath(checkpoint)

@@ -26,6 +26,7 @@ from logstream.sources.follow.files import (
     _fingerprint,
     _first_line_end,
     _open,
+    _open_head,
     _uri,
 )
 from logstream.sources.follow.offsets import _neighbours
@@ -168,15 +169,16 @@ def _range_copy(part: FileRange) -> tuple[int, str] | None:
         return None
     directory = os.path.dirname(part.path)
     for ident, (path, _) in sorted(_neighbours({directory}, {}).items()):
-        opened = _open(path, ident)
-        if opened is None:
+        file = _open_head(path, ident)
+        if file is None:
             continue
-        fd, path = opened
-        head = os.pread(fd, part.fplen, 0)
-        if _fingerprint(head) == part.fp and _crc_before(fd, part.hi) == part.crc:
-            log.info("%s holds bytes %d-%d of %s: read there", path, part.lo, part.hi, part.path)
-            return fd, path
-        os.close(fd)
+        head = file.head[: part.fplen]
+        if _fingerprint(head) == part.fp and _crc_before(file.fd, part.hi) == part.crc:
+            log.info(
+                "%s holds bytes %d-%d of %s: read there", file.path, part.lo, part.hi, part.path
+            )
+            return file.fd, file.path
+        os.close(file.fd)
     return None
 
 

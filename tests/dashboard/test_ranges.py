@@ -1,0 +1,137 @@
+"""What the dashboard's per-minute charts draw for minutes without traffic, how much of the
+time range each panel covers, how names break in its tables and which zone its times are in
+(issue 54 items 10, 11, 19 and 14), without a browser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from logstream.dashboard.app import refresh_outputs
+from logstream.dashboard.data import Filters, read_snapshot
+from logstream.dashboard.figures import dimension_figure, requests_figure
+from tests.dashboard.helpers import commit, minute, new_store, traffic_row
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_minute_without_traffic_is_zero_on_every_per_minute_chart(tmp_path):
+    """Issue 54 item 10: only the buckets with rows were plotted and the line joined them,
+    so a log whose lines fall in one minute an hour drew a solid area at 110–120 requests a
+    minute. The minutes between are zero (the error rate, a share of no request, a gap)."""
+    store = new_store(tmp_path / "s.db")
+    hours = (0, 60, 120)  # one minute an hour, 115 requests in it
+    traffic = [traffic_row(k, 110, s4=5) for k in hours]
+    visitors = [(*minute(k), 30, None) for k in hours]
+    sections = [("sections", "/images", *traffic_row(k, 110, s4=5)) for k in hours]
+    commit(store, 0, traffic=traffic, visitors=visitors, dimensions=sections)
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    t = snap.traffic
+    assert len(t.times) == 121 and t.bucket_s == 60  # every minute from the first to the last
+    assert [t.requests_per_min[k] for k in hours] == [115.0] * 3
+    assert sum(1 for r in t.requests_per_min if r == 0) == 118
+    assert t.error_rate[1] is None and t.bytes_per_min[1] == 0
+    assert len(snap.visitors.times) == 121 and snap.visitors.mean[1] == 0
+    d = snap.sections
+    assert len(d.times) == 121 and d.series["/images"][1] == 0
+    stacked = requests_figure(snap)["data"][1]  # 2xx
+    assert stacked["y"][1] == 0 and len(stacked["x"]) == 121
+    assert dimension_figure(snap, "sections")["data"][0]["y"][30] == 0
+
+
+def test_a_panel_that_covers_less_than_the_range_says_what_it_covers(tmp_path):
+    """Issue 54 item 11: with "6 h" chosen on the demo's store, the site-section chart spanned
+    2 hours (the store keeps the reference and panel views for --store-retention) while the
+    traffic spanned 6, without a word. A panel covering less than the range says so."""
+    store = new_store(tmp_path / "s.db", store_retention="2 hours")
+    traffic = [traffic_row(k, 10) for k in range(360)]  # six hours
+    sections = [("sections", "/images", *traffic_row(k, 10)) for k in range(240, 360)]
+    countries = [("geolocation", "US United States", *traffic_row(k, 10)) for k in range(240, 360)]
+    commit(store, 0, traffic=traffic, dimensions=sections + countries)
+    out = refresh_outputs(tmp_path / "s.db", "6h", "", None)
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("6h"))
+    assert snap.traffic.total_all == 3600
+    figure = dimension_figure(snap, "sections")
+    title = figure["layout"]["title"]["text"]
+    assert "covers the last 2 h of the range" in title, title
+    assert "--store-retention" in title
+    page = str(out)
+    assert "the last 2 h of the 6 h chosen" in page  # the GoAccess panels say it too
+
+
+def test_a_long_name_in_a_table_breaks_at_a_slash_a_dot_or_a_dash():
+    """Issue 54 item 19: table cells broke names anywhere (``kris.reslife.okstate.⏎edu``):
+    ``word-break: break-all``. A cell of a host, path or file offers a break after each
+    ``/``, ``.`` and ``-`` (``<wbr>``), and breaks elsewhere only a word with none of them."""
+    from dash import html
+
+    from logstream.dashboard.layout import CSS
+    from logstream.dashboard.panels import url_cell
+
+    cell = url_cell("kris.reslife.okstate.edu")
+    parts = cell.children
+    assert [p for p in parts if isinstance(p, str)] == ["kris.", "reslife.", "okstate.", "edu"]
+    assert sum(isinstance(p, html.Wbr) for p in parts) == 3
+    assert "".join(
+        p for p in url_cell("/images/NASA-logosmall.gif").children if isinstance(p, str)
+    ) == ("/images/NASA-logosmall.gif")
+    rules = CSS[CSS.index("td.url") :].split("}", 1)[0]
+    assert "break-all" not in rules and "overflow-wrap: anywhere" in rules
+
+
+def test_times_are_shown_in_the_log_s_offset_by_default_or_in_utc(tmp_path):
+    """Issue 54 item 14, a decision (docs/dashboard.md, "Times"): the dashboard showed UTC
+    only while the batch report shows the log's own offset, so the NASA day's hours differed
+    between the two. It shows the offset the log is written in by default (the pipeline
+    records it: ``log_offset``), and UTC on request."""
+    from tests.dashboard.test_panels import output
+    from tests.dashboard.test_tiles import kpi
+
+    store = new_store(tmp_path / "s.db", log_offset="-04:00")  # NASA's
+    commit(store, 0, traffic=[traffic_row(k, 10) for k in range(30)])
+    local = refresh_outputs(tmp_path / "s.db", "all", "", None)
+    utc = refresh_outputs(tmp_path / "s.db", "all", "", None, zone="utc")
+    # the newest event: 04:29:59 UTC is 00:29:59 in the log's -04:00, as the report says it
+    assert kpi(local, "newest")[0] == "1995-07-09 00:29:59 -04:00"
+    assert kpi(utc, "newest")[0] == "1995-07-09 04:29:59 UTC"
+    figure = output(local, "graph-requests", "figure")["data"][0]
+    assert figure["x"][0] == "1995-07-09 00:00:00"
+    assert output(utc, "graph-requests", "figure")["data"][0]["x"][0] == "1995-07-09 04:00:00"
+    title = output(local, "graph-requests", "figure")["layout"]["xaxis"]["title"]["text"]
+    assert title == "event time (-04:00)"
+    assert (
+        "event time (UTC)"
+        in output(utc, "graph-requests", "figure")["layout"]["xaxis"]["title"]["text"]
+    )
+    docs = (REPO / "docs" / "dashboard.md").read_text()
+    assert "the offset the log is written in" in docs.split("### Times", 1)[1]
+
+
+def test_the_offset_a_log_is_written_in_is_read_from_its_lines(nasa_day, combined_log, crlf_log):
+    """The offset the pipeline records for the dashboard: the most common in the lines."""
+    from logstream.parsing.detect import written_offset
+    from tests import oracle
+
+    assert written_offset(oracle.read_lines(nasa_day)[:100]) == "-04:00"
+    assert written_offset(oracle.read_lines(combined_log)[:100]) == "+00:00"
+    assert written_offset(oracle.read_lines(crlf_log)[:100]) == "-08:00"
+
+
+def test_the_span_covered_counts_the_windows_written_ahead_of_the_ledger(tmp_path):
+    """In the demo the first micro-batch is slow and the next one's windows are written (and
+    drawn) before its ledger row: the span a panel covers runs to the last window drawn, not
+    to the ledgered newest event (it said "the last -8 h 21 min")."""
+    from logstream.serving import IngestBatchWrite
+
+    store = new_store(tmp_path / "s.db", store_retention="7200 seconds")
+    commit(store, 0, traffic=[traffic_row(k, 10) for k in range(60)])
+    ahead = IngestBatchWrite(
+        batch_id=1, events=4200, traffic=[traffic_row(k, 10) for k in range(60, 480)]
+    )
+    ahead.dimensions = [("sections", "/images", *traffic_row(k, 10)) for k in range(360, 480)]
+    ahead.max_event_time_ms = None
+    assert store.commit_ingest_views("ingest", ahead)
+    snap = read_snapshot(tmp_path / "s.db", Filters.build("all"))
+    title = dimension_figure(snap, "sections")["layout"]["title"]["text"]
+    assert (
+        "covers the last 2 h of the range (the store keeps it for --store-retention 2 h)" in title
+    )
