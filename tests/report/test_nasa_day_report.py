@@ -308,3 +308,44 @@ def test_goaccess_panels_of_the_nasa_day_equal_an_independent_count(nasa_cli, na
         }
     for name in PANELS:
         assert f'id="panel-{name}"' in page
+
+
+@pytest.mark.parametrize("path", ["driver", "spark"])
+def test_the_stream_keys_a_request_without_a_valid_protocol_as_the_report_does(
+    spark, nasa_cli, nasa_day, tmp_path, path
+):
+    """Issue 54 item 6, in the stream: its not-found and static-file panels (the store's live
+    view of ``traffic_by_panel``), summed over the NASA day, are the report's items, the
+    request ``-`` among them, on the live path and through the Spark steps."""
+    import dataclasses
+    import sqlite3
+
+    from tests.pipeline.helpers import config, nasa_lines, write_chunks
+
+    from logstream.pipeline import Pipeline
+
+    write_chunks(nasa_lines(nasa_day), tmp_path / "in", per_file=18_000)
+    cfg = config(tmp_path, tmp_path / "in", queries="traffic_by_panel", store_retention="30 days")
+    pipeline = Pipeline(spark, cfg)
+    if path == "spark":
+        pipeline.ingest.settings = dataclasses.replace(pipeline.ingest.settings, driver_rows=0)
+    try:
+        pipeline.run()
+    finally:
+        pipeline.stop()
+    assert pipeline.ingest.paths[path] == 2
+    with sqlite3.connect(cfg.store_path) as store:
+        rows = store.execute(
+            "SELECT dimension, key, SUM(requests) FROM traffic_by_dimension "
+            "WHERE dimension IN ('static_requests', 'not_found') GROUP BY dimension, key"
+        ).fetchall()
+    got = {(panel, key): hits for panel, key, hits in rows}
+    report, _ = nasa_cli
+    # the report keys a request by its method too (a HEAD apart from a GET) and lists its top
+    # items: the totals, and the request "-" the 48 lines without a valid protocol make
+    for panel in ("static_requests", "not_found"):
+        hits = sum(v for (p, _), v in got.items() if p == panel)
+        assert hits == report[panel]["metadata"]["hits"], panel
+    dash = [i["hits"] for i in report["not_found"]["data"] if i["data"] == "-"]
+    assert got[("not_found", "-")] == sum(dash) == 6
+    assert ("static_requests", "-") not in got

@@ -240,6 +240,7 @@ class Pipeline:
             panels=self.panels,
             static_extensions=cfg.static_ext,
             site_host=cfg.site_host,
+            protocol_required="protocol" in self.fmt.fields,
         )
         snapshots = StateSnapshots(self.spark, cfg.state_dir / "analytics", STATE_PARTS)
         snapshots.checkpoint = self._checkpoint_path(INGEST_QUERY)

@@ -132,10 +132,14 @@ def _projection(
     static_extensions: tuple[str, ...],
     site_host: str | None,
     default_section: bool,
+    protocol_required: bool = False,
 ) -> tuple[Column, ...]:
     """:func:`batch_rows`' columns (built once: a Column costs Py4J round trips)."""
     items = _item_columns(
-        tuple(v for v in (*PANEL_VIEWS, DAILY_VIEW) if v in views), static_extensions, site_host
+        tuple(v for v in (*PANEL_VIEWS, DAILY_VIEW) if v in views),
+        static_extensions,
+        site_host,
+        protocol_required,
     )
     columns = [
         *(F.col(c) for c in EVENT_COLUMNS),
@@ -173,6 +177,7 @@ def batch_rows(stage: StageContext, parsed: DataFrame) -> pa.Table | None:
         tuple(s.static_extensions),
         s.site_host,
         "sections" in views and "sections" not in stage._tables,
+        s.protocol_required,
     )
     limit = s.driver_rows
     with stage._timed("parse"):

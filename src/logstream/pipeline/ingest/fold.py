@@ -104,6 +104,7 @@ def fold_batch(
             s.static_extensions,
             s.site_host,
             stage.single_partition,
+            s.protocol_required,
         )
     merged = fold_panes(open_panes, events, spec, stage.single_partition, sketch_events=on_time)
     merged = merged.persist(StorageLevel.MEMORY_AND_DISK)

@@ -69,6 +69,7 @@ def panel_columns(
     static_extensions: tuple[str, ...] = (),
     site_host: str | None = None,
     single_partition: bool = False,
+    protocol_required: bool = False,
 ) -> DataFrame:
     """``events`` with the key column of each panel view in ``views``.
 
@@ -88,6 +89,9 @@ def panel_columns(
     single_partition : bool
         The distinct user agents and hosts are found in one partition, with no shuffle
         (:func:`~logstream.analytics.panes.gathered`: a small micro-batch).
+    protocol_required : bool
+        The log format has a protocol: a request without a valid one is keyed ``-``, as
+        GoAccess keys it (:func:`~logstream.analytics.requests.request_target`).
 
     Returns
     -------
@@ -107,19 +111,28 @@ def panel_columns(
     if "geolocation" in wanted:
         df, country = _countries(df, single_partition)
         added["p_country"] = F.coalesce(country, F.lit(UNKNOWN_COUNTRY))
-    added.update(_item_columns(tuple(wanted), tuple(static_extensions), site_host))
+    added.update(
+        _item_columns(tuple(wanted), tuple(static_extensions), site_host, protocol_required)
+    )
     return df.select(*(F.col(c) for c in events.columns), *(c.alias(n) for n, c in added.items()))
 
 
 @functools.cache
 def _item_columns(
-    wanted: tuple[str, ...], static_extensions: tuple[str, ...], site_host: str | None
+    wanted: tuple[str, ...],
+    static_extensions: tuple[str, ...],
+    site_host: str | None,
+    protocol_required: bool = False,
 ) -> dict[str, Column]:
     """The ``p_*`` columns of the views in ``wanted`` that need no join, by name. Built once
     and kept (a Column costs Py4J round trips to build: the same for every micro-batch)."""
     status = F.col("status")
     target, _ = request_target(
-        F.col("url_path"), F.col("query_string"), F.col("method"), F.col("protocol")
+        F.col("url_path"),
+        F.col("query_string"),
+        F.col("method"),
+        F.col("protocol"),
+        protocol_required=protocol_required,
     )
     is_404 = status == 404
     referrer = F.col("referrer")

@@ -160,6 +160,9 @@ class AnalyticsSettings:
         Extensions counted as static files besides GoAccess's (``--static-ext``).
     site_host : str, optional
         Your own site's host (``--site-host``): its referrals leave the referrer panels.
+    protocol_required : bool
+        The log format has a protocol: a request without a valid one is keyed ``-`` in
+        GoAccess's panels (:func:`~logstream.analytics.requests.request_target`).
     """
 
     watermark_ms: int = 600_000
@@ -178,6 +181,7 @@ class AnalyticsSettings:
     panels: tuple[str, ...] = STREAM_PANELS
     static_extensions: tuple[str, ...] = ()
     site_host: str | None = None
+    protocol_required: bool = False
 
     def watermark_at(self, max_event_ms: int | None) -> int | None:
         """The watermark (epoch ms) after events up to ``max_event_ms``: the newest event time
