@@ -145,9 +145,11 @@ class StageContext:
 
     @contextmanager
     def _timed(self, name: str) -> Iterator[None]:
-        """Time a step, and name its Spark jobs after it (the Spark UI's job descriptions)."""
+        """Time a step, and name its Spark jobs after it (the Spark UI's job descriptions; a
+        step of the live path that runs no Spark job is only timed: a description is a Py4J
+        round trip)."""
         context = self.store_context
-        if context is not None:
+        if context is not None and (self.path != "driver" or name == "parse"):
             context.setJobDescription(f"logstream ingest: {name}")
         start = time.perf_counter()
         try:

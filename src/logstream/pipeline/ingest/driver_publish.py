@@ -68,10 +68,14 @@ _EXAMPLES_PER_BATCH = 5
 
 def iso_texts(epoch_ms: pa.ChunkedArray | pa.Array) -> list[str]:
     """ISO 8601 UTC text to the second of epoch milliseconds (:func:`iso_ms`)."""
-    seconds = np.floor_divide(pc.fill_null(epoch_ms, 0).to_numpy(), 1000)
-    stamps = pa.array(seconds, pa.timestamp("s", tz="UTC"))
-    text = pc.strftime(stamps, format="%Y-%m-%dT%H:%M:%SZ")
-    return pc.if_else(pc.is_null(epoch_ms), pa.scalar(None, pa.string()), text).to_pylist()
+    values = pc.fill_null(epoch_ms, 0).to_numpy()
+    seconds = np.floor_divide(values, 1000).astype("datetime64[s]")
+    text = np.char.add(np.datetime_as_string(seconds, unit="s"), "Z").tolist()
+    if epoch_ms.null_count:
+        text = [
+            None if n else t for t, n in zip(text, pc.is_null(epoch_ms).to_pylist(), strict=True)
+        ]
+    return text
 
 
 def rows_of(table: pa.Table) -> list[dict[str, Any]]:
