@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from logstream.config import SparkSettings
 from logstream.jvm import archive_options, launch_gateway
+from logstream.kafka.maven import KAFKA_PACKAGE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -171,11 +172,6 @@ def session_conf(settings: SparkSettings) -> dict[str, str]:
     return conf
 
 
-#: Spark's Kafka connector (the Kafka source and sink), at PySpark's exact version: a session
-#: logstream starts with ``SparkSettings(kafka=True)`` gets its jars from the cache
-#: (:func:`kafka_jars`); under ``spark-submit``, ``--packages`` adds it. Maven Central serves it
-#: up to Spark 4.2.0, hence ``pyspark==4.2.0`` (docs/kafka.md).
-KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 _JARS = "spark.jars"
 
 

@@ -11,7 +11,7 @@ fetching them the first time.
 =================  =========================================  ===========================
 set                coordinates                                used by
 =================  =========================================  ===========================
-:func:`connector`  :data:`~logstream.session.KAFKA_PACKAGE`    ``spark.jars`` of a session
+:func:`connector`  :data:`KAFKA_PACKAGE`                      ``spark.jars`` of a session
                    (PySpark's exact version); the jars PySpark  that reads or writes Kafka
                    already ships are excluded, which leaves     (:func:`logstream.session.
                    ``spark-sql-kafka-0-10``, ``spark-token-     get_spark`` with ``kafka=True``)
@@ -47,9 +47,16 @@ from xml.sax.saxutils import escape
 
 from logstream.errors import ConfigError
 
+#: Spark's Kafka connector (the Kafka source and sink), at PySpark's exact version: a session
+#: logstream starts with ``SparkSettings(kafka=True)`` gets its jars from the cache
+#: (:func:`logstream.session.kafka_jars`); under ``spark-submit``, ``--packages`` adds it.
+#: Maven Central serves it up to Spark 4.2.0, hence ``pyspark==4.2.0`` (docs/kafka.md).
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
 __all__ = [
     "BROKER_VERSION",
     "DEPENDENCY_PLUGIN",
+    "KAFKA_PACKAGE",
     "ArtifactSet",
     "broker",
     "cache_root",
@@ -165,12 +172,10 @@ def connector() -> ArtifactSet:
     Raises
     ------
     ConfigError
-        When :data:`~logstream.session.KAFKA_PACKAGE` is not for the installed PySpark (the
+        When :data:`KAFKA_PACKAGE` is not for the installed PySpark (the
         connector must match Spark's version exactly).
     """
     import pyspark
-
-    from logstream.session import KAFKA_PACKAGE
 
     version = KAFKA_PACKAGE.rsplit(":", 1)[1]
     if version != pyspark.__version__:
