@@ -11,21 +11,34 @@ Exception tree::
     ├── InputPathError     an input path that does not exist or holds no files
     │   └── CorruptInputError  a corrupt or truncated input file, with --strict
     ├── LogFormatError     a log format that cannot be compiled or detected
+    ├── RunFault           an I/O fault that stopped a run after it started (exit status 1)
+    │   └── StoreUnavailableError  a serving store unreachable for longer than --store-retry
     └── StopRequested      a micro-batch started after its pipeline began to stop
                            (logstream.sinks.gate; never reaches a user)
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "CorruptInputError", "InputPathError", "LogFormatError", "LogstreamError"]
+__all__ = [
+    "ConfigError",
+    "CorruptInputError",
+    "InputPathError",
+    "LogFormatError",
+    "LogstreamError",
+    "RunFault",
+    "StoreUnavailableError",
+]
 
 
 class LogstreamError(Exception):
     """Root of every exception logstream raises on purpose.
 
     The message names the offending value and how to fix it; the CLI prints it without a
-    traceback and exits with status 2.
+    traceback and exits with :attr:`exit_status`.
     """
+
+    #: The CLI's exit status: 2 for a refused start (an option, a path, a format).
+    exit_status = 2
 
 
 class ConfigError(LogstreamError):
@@ -44,3 +57,20 @@ class CorruptInputError(InputPathError):
 
 class LogFormatError(LogstreamError):
     """Raised when a ``LogFormat`` string cannot be compiled or ``auto`` detection fails."""
+
+
+class RunFault(LogstreamError):
+    """Raised when an I/O fault stops a run that had started: a disk full, a directory turned
+    read-only, a file missing or corrupt, a store down (:mod:`logstream.cli.faults`).
+
+    The message is one line naming the path or store and the fix; the CLI prints it and exits
+    with status 1, the whole trace in the run's log file.
+    """
+
+    exit_status = 1
+
+
+class StoreUnavailableError(RunFault):
+    """Raised when the serving store cannot be reached (PostgreSQL down, restarting, out of
+    connections) for longer than the pipeline's ``--store-retry``; each write retried with
+    backoff until then (:meth:`logstream.serving.ServingStore.retry`)."""

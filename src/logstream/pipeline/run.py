@@ -176,7 +176,7 @@ class Pipeline:
         self.publisher = OutputPublisher(
             self.cfg.output_format, sinks, frozenset(self.cfg.sink_outputs)
         )
-        self.store = open_store(self.cfg.store_url)
+        self.store = open_store(self.cfg.store_url, retry_s=self.cfg.store_retry_seconds)
         self.pipeline_id = claim(self.cfg.state_dir, self.cfg.output_dir, self.store)
         self.store.set_state(
             {
