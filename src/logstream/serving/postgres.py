@@ -33,6 +33,7 @@ management"; PostgreSQL documentation, "INSERT … ON CONFLICT".
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Generator, Iterable, Sequence
 from contextlib import contextmanager
@@ -64,6 +65,9 @@ __all__ = [
 
 #: PostgreSQL's dialect.
 POSTGRES = Dialect(name="postgresql", greatest="GREATEST")
+# the pool logs a warning at each failed reconnection attempt (several a second while a
+# server restarts); the store's retry says it once (ServingStore.retry)
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 #: Connections of the pipeline's pool: the ingest commit and the progress listener write
 #: concurrently, the run's start reads.
 WRITER_POOL_SIZE = 4
