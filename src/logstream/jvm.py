@@ -37,6 +37,11 @@ stop is the driver's to make (docs/operations.md, "Stopping"):
   ends (``PR_SET_PDEATHSIG``), so a SIGKILL of the driver takes the JVM at once, as it did
   when both were in one group. At a normal exit the driver closes that input and waits for the
   JVM, which then runs Spark's shutdown hooks (its temporary directories) before it exits.
+
+Inside :func:`stderr_to`, the JVM's standard error (Spark's log: its warnings at start, the
+stack traces of a failing job) goes to a file instead of the driver's terminal: ``logstream
+run`` keeps it in its run log, so that a fault ends with one line naming that log
+(:mod:`logstream.cli.faults`).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ __all__ = [
     "archive_path",
     "java_binary",
     "launch_gateway",
+    "stderr_to",
 ]
 
 #: Environment variable: the archive's directory, or ``off``.
@@ -147,6 +153,29 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+#: Where a JVM started inside :func:`stderr_to` writes its standard error.
+_STDERR_FILE: list[Path] = []
+
+
+@contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """While inside, a JVM that :func:`launch_gateway` starts appends its standard error to
+    ``path`` (created with its directory), for the JVM's whole life; outside, it writes to the
+    driver's. A JVM that is already running (``spark-submit``'s, a session's) is not
+    affected.
+
+    Parameters
+    ----------
+    path : Path
+        The log file.
+    """
+    _STDERR_FILE.append(path)
+    try:
+        yield
+    finally:
+        _STDERR_FILE.remove(path)
+
+
 @contextmanager
 def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
     """While inside, PySpark's gateway launch starts the JVM detached (see the module
@@ -171,7 +200,13 @@ def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
                 _die_with_parent(parent)
 
         kwargs["start_new_session"] = True
-        started.append(original(*args, preexec_fn=preexec, **kwargs))
+        if _STDERR_FILE and kwargs.get("stderr") is None:
+            log = _STDERR_FILE[-1]
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as err:  # the JVM keeps its own descriptor
+                started.append(original(*args, preexec_fn=preexec, stderr=err, **kwargs))
+        else:
+            started.append(original(*args, preexec_fn=preexec, **kwargs))
         return started[-1]
 
     java_gateway.Popen = popen

@@ -19,10 +19,10 @@ its bytes in the ``quarantine/`` output (Parquet strings hold NUL).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["NUL_SHOWN_AS", "safe_row", "safe_rows", "safe_text"]
+__all__ = ["NUL_SHOWN_AS", "SafeConnection", "safe_row", "safe_rows", "safe_text"]
 
 #: What a NUL is written as in a store.
 NUL_SHOWN_AS = "\u2400"
@@ -71,3 +71,25 @@ def safe_row(row: Sequence[Any]) -> tuple[Any, ...]:
 def safe_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """:func:`safe_row` of each row."""
     return [safe_row(r) for r in rows]
+
+
+class SafeConnection:
+    """A :mod:`sqlite3` connection whose bound parameters are made safe for the store
+    (:func:`safe_row`); everything else is the connection's."""
+
+    def __init__(self, conn: Any) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
+        """``conn.execute`` with :func:`safe_row` of ``params`` (by position or name)."""
+        if isinstance(params, Mapping):
+            safe = {k: safe_text(v) if isinstance(v, str) else v for k, v in params.items()}
+            return self.raw.execute(sql, safe)
+        return self.raw.execute(sql, safe_row(params))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        """``conn.executemany`` with :func:`safe_rows` of ``rows``."""
+        return self.raw.executemany(sql, safe_rows(rows))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)

@@ -34,21 +34,18 @@ The tables are described in :mod:`logstream.serving.schema`; the reads are
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import sqlite3
-import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from logstream.errors import StoreUnavailableError
 from logstream.serving.reader import StoreReader
-from logstream.serving.safe_text import safe_row, safe_rows
+from logstream.serving.retry import retried, retry
+from logstream.serving.safe_text import SafeConnection
 from logstream.serving.schema import (
     ALERTS_KEPT,
     BOTS_KEPT,
@@ -76,12 +73,7 @@ __all__ = [
     "missing_schema",
 ]
 
-log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-#: Seconds between the first retries of a store that cannot be reached, doubled after each
-#: to at most :data:`RETRY_MAX_DELAY_S`.
-RETRY_FIRST_DELAY_S = 0.5
-RETRY_MAX_DELAY_S = 8.0
 
 
 @dataclass
@@ -128,17 +120,6 @@ class IngestBatchWrite:
     views_committed: bool = False
 
 
-def _retried(method: Callable[..., _T]) -> Callable[..., _T]:
-    """A store method run through :meth:`ServingStore.retry` (each call is one whole
-    operation with its own transaction)."""
-
-    @functools.wraps(method)
-    def retried(self: ServingStore, *args: Any, **kwargs: Any) -> _T:
-        return self.retry(method.__name__, lambda: method(self, *args, **kwargs))
-
-    return retried
-
-
 class ServingStore:
     """A SQLite serving store at ``path`` (the embedded default).
 
@@ -155,9 +136,8 @@ class ServingStore:
     read_only : bool
         Open with ``mode=ro`` (the dashboard); the file must exist.
     retry_s : float
-        Seconds a write, or a read of the pipeline's, is retried with backoff while the store
-        cannot be reached (:meth:`retry`; the pipeline's ``--store-retry``). A SQLite file has
-        no server to wait for: its errors are never retried.
+        Seconds an operation is retried while the store cannot be reached (:meth:`retry`;
+        ``--store-retry``); never for a SQLite file, which has no server to wait for.
 
     Raises
     ------
@@ -166,9 +146,7 @@ class ServingStore:
 
     Notes
     -----
-    Every text parameter of a write is made safe for the store first
-    (:func:`~logstream.serving.safe_text.safe_text`: NUL as U+2400, lone surrogates as
-    U+FFFD), the same in both stores.
+    Every text a write binds is made safe for the store (:mod:`logstream.serving.safe_text`).
     """
 
     dialect: Dialect = SQLITE
@@ -227,7 +205,7 @@ class ServingStore:
         try:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
-                yield _SafeConnection(conn)
+                yield SafeConnection(conn)
         finally:
             conn.close()
 
@@ -262,90 +240,30 @@ class ServingStore:
         with self.read_transaction() as conn:
             yield StoreReader(conn)
 
-    # -- retries ---------------------------------------------------------------------------
-
     def transient(self, error: BaseException) -> bool:
-        """Whether ``error`` says the store cannot be reached for now (a server restarting, a
-        broken connection), so that the same call may succeed later. None for SQLite."""
+        """Whether ``error`` says the store cannot be reached for now (never for SQLite)."""
         return False
 
     def retry(self, what: str, call: Callable[[], _T]) -> _T:
-        """``call()``, retried with backoff while the store cannot be reached, for at most
-        :attr:`retry_s` seconds.
-
-        Each write method opens its own transaction, so a retry runs it whole again: a
-        transaction the failure cut was rolled back by the server, and one whose commit went
-        through before the connection broke is found in the ledger (or, for the windows
-        written ahead, written again with the same values). The waits start at
-        :data:`RETRY_FIRST_DELAY_S` and double to :data:`RETRY_MAX_DELAY_S`; the pool gives
-        each attempt a live connection (a broken one is dropped and reopened).
-
-        Parameters
-        ----------
-        what : str
-            The store method, for the messages.
-        call : callable
-            The whole operation, with its own transaction.
-
-        Returns
-        -------
-        object
-            What ``call`` returns.
-
-        Raises
-        ------
-        StoreUnavailableError
-            When the store still cannot be reached after :attr:`retry_s` seconds; the message
-            names the store, the last error and the fix.
-        Exception
-            Whatever ``call`` raises that is not :meth:`transient`, at once.
-        """
-        deadline: float | None = None
-        delay = RETRY_FIRST_DELAY_S
-        while True:
-            try:
-                result = call()
-            except Exception as exc:
-                if not self.transient(exc):
-                    raise
-                now = time.monotonic()
-                reason = _first_line(exc)
-                if deadline is None:
-                    deadline = now + self.retry_s
-                    if self.retry_s > 0:
-                        log.warning(
-                            "store %s cannot be reached (%s): retrying %s for up to %g s",
-                            self.url, reason, what, self.retry_s,
-                        )  # fmt: skip
-                if now >= deadline:
-                    raise StoreUnavailableError(
-                        f"store {self.url!r} could not be reached for {self.retry_s:g} s "
-                        f"({reason}): start the database server (or repair the network to it), "
-                        "then run the same command again, which resumes from the checkpoint; "
-                        "--store-retry sets how long a write waits"
-                    ) from exc
-                time.sleep(min(delay, max(0.0, deadline - now)))
-                delay = min(delay * 2, RETRY_MAX_DELAY_S)
-                continue
-            if deadline is not None and self.retry_s > 0:
-                log.warning("store %s reached again: %s went through", self.url, what)
-            return result
+        """``call()`` retried while the store cannot be reached, :attr:`retry_s` seconds at
+        most (:func:`logstream.serving.retry.retry`: why a retry stays exactly-once)."""
+        return retry(self, what, call)
 
     # -- pipeline side ---------------------------------------------------------------------
 
-    @_retried
+    @retried
     def is_committed(self, query: str, batch_id: int) -> bool:
         """Whether micro-batch ``batch_id`` of ``query`` is already in the ledger."""
         with self.connection() as conn:
             return StoreReader(conn).is_committed(query, batch_id)
 
-    @_retried
+    @retried
     def get_state(self, key: str) -> str | None:
         """A value of ``pipeline_state``, or None."""
         with self.connection() as conn:
             return StoreReader(conn).state_value(key)
 
-    @_retried
+    @retried
     def set_state(self, values: dict[str, str]) -> None:
         """Upsert ``pipeline_state`` values in one transaction."""
         with self.transaction() as conn:
@@ -355,7 +273,7 @@ class ServingStore:
                 list(values.items()),
             )
 
-    @_retried
+    @retried
     def record_follow_losses(self, losses: dict[str, int]) -> None:
         """Keep the follow source's running loss counts (from a progress row's end offset).
 
@@ -375,7 +293,7 @@ class ServingStore:
                 [(f"follow_{key}", str(int(value))) for key, value in losses.items()],
             )
 
-    @_retried
+    @retried
     def follow_losses(self) -> dict[str, int]:
         """The follow source's running counts: ``follow_truncations``, ``follow_lost_bytes``
         (bytes), ``follow_lost_lines`` (an estimate) and ``follow_lost_files``; 0 when absent
@@ -395,7 +313,7 @@ class ServingStore:
         value = self.get_state("max_event_time_ms")
         return None if value is None else int(value)
 
-    @_retried
+    @retried
     def commit_ingest_views(self, query: str, write: IngestBatchWrite) -> bool:
         """Apply the windows of one ingest micro-batch ahead of the rest of it.
 
@@ -588,7 +506,7 @@ class ServingStore:
             query, write.batch_id, write.events, apply, write.late_events, write.quarantined
         )
 
-    @_retried
+    @retried
     def record_progress(self, rows: Iterable[dict[str, Any]]) -> None:
         """Append streaming-query progress rows (from the listener; shown, never counted:
         a progress event can be lost in a crash, so counters come from the ledgered
@@ -605,7 +523,7 @@ class ServingStore:
                 [tuple(r.get(c) for c in cols) for r in rows],
             )
 
-    @_retried
+    @retried
     def counters(self) -> dict[str, int]:
         """``events``, ``late_events``, ``quarantined``, ``corrupt_files``, ``duplicates``
         totals (0 when absent).
@@ -618,7 +536,7 @@ class ServingStore:
         with self.connection() as conn:
             return StoreReader(conn).counters()
 
-    @_retried
+    @retried
     def record_duplicates(self, batch_id: int, dropped: int) -> None:
         """Record the lines the deduplication operator dropped in micro-batch ``batch_id``
         (from its progress; a micro-batch replayed after a crash reports the same number,
@@ -630,7 +548,7 @@ class ServingStore:
                 (batch_id, dropped),
             )
 
-    @_retried
+    @retried
     def commit_batch(
         self,
         query: str,
@@ -677,7 +595,7 @@ class ServingStore:
             apply(conn)
         return True
 
-    @_retried
+    @retried
     def session_stats_rows(self, window_starts: Iterable[str]) -> list[tuple[Any, ...]]:
         """Stored ``session_stats`` rows of the given windows, for merging: ``(window_start,
         window_end, sessions, bounces, pages, sketch)``."""
@@ -743,7 +661,7 @@ class ServingStore:
 
         return self.commit_batch("alerts", batch_id, len(alerts), apply)
 
-    @_retried
+    @retried
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a read query and return rows as dictionaries."""
         with self.connection() as conn:
@@ -779,32 +697,3 @@ def _keep_latest(
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class _SafeConnection:
-    """A :mod:`sqlite3` connection whose parameters are made safe for the store
-    (:func:`~logstream.serving.safe_text.safe_row`); everything else is the connection's."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.raw = conn
-
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> sqlite3.Cursor:
-        return self.raw.execute(sql, _safe_params(params))
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
-        return self.raw.executemany(sql, safe_rows(rows))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.raw, name)
-
-
-def _safe_params(params: Sequence[Any] | Mapping[str, Any]) -> Any:
-    if isinstance(params, Mapping):
-        return dict(zip(params.keys(), safe_row(list(params.values())), strict=True))
-    return safe_row(params)
-
-
-def _first_line(error: BaseException) -> str:
-    """The first non-empty line of an error's text, with its type when the text is empty."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0][:300] if lines else type(error).__name__
