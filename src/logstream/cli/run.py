@@ -25,6 +25,7 @@ from logstream.errors import ConfigError, LogstreamError, RunFault
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from logstream.dashboard.process import DashboardProcess
     from logstream.pipeline import Pipeline, PipelineConfig
 
 __all__ = ["StopSignals", "follow_losses_text", "load_config_file", "run"]
@@ -333,25 +334,38 @@ def _run_started(v: dict[str, Any], plan: _Plan, stop: threading.Event, log: Run
     owns_session = SparkSession.getActiveSession() is None
     ref: list[Any] = []
     printer = None if v["quiet"] else progress_printer(_console, ref)
-    # PySpark's SparkContext would install a SIGINT handler that cancels every job mid-batch;
-    # ours (StopSignals) is kept, and lets the running micro-batch finish instead
-    with stderr_to(log.path):
-        spark = get_spark(plan.settings, keep_signal_handlers=True)
-    pipeline = None
+    dashboard = None
+    if plan.dashboard and plan.cfg is not None:
+        # its own process (the pipeline's interpreter is the Spark driver's), started now:
+        # it is up by the time Spark is
+        from logstream.dashboard.process import start_dashboard_process
+
+        dashboard = start_dashboard_process(
+            plan.cfg.store_url, v["host"], v["port"], top=plan.cfg.top
+        )
     try:
-        if stop.is_set():
-            pass  # a stop while Spark started: no query is started
-        elif plan.demo:
-            pipeline, outputs = _run_demo(spark, v, plan, printer, stop, ref)
-        else:
-            pipeline, outputs = _run_pipeline(spark, v, plan, printer, stop, ref)
-    finally:
-        if owns_session:  # drain Spark's listener bus before Python goes away
-            if sys.exc_info()[1] is None:
-                spark.stop()
+        # PySpark's SparkContext would install a SIGINT handler that cancels every job
+        # mid-batch; ours (StopSignals) is kept, and lets the running micro-batch finish
+        with stderr_to(log.path):
+            spark = get_spark(plan.settings, keep_signal_handlers=True)
+        pipeline = None
+        try:
+            if stop.is_set():
+                pass  # a stop while Spark started: no query is started
+            elif plan.demo:
+                pipeline, outputs = _run_demo(spark, v, plan, printer, stop, ref)
             else:
-                with contextlib.suppress(Exception):  # a fault is already on its way up
+                pipeline, outputs = _run_pipeline(spark, v, plan, printer, stop, ref, dashboard)
+        finally:
+            if owns_session:  # drain Spark's listener bus before Python goes away
+                if sys.exc_info()[1] is None:
                     spark.stop()
+                else:
+                    with contextlib.suppress(Exception):  # a fault is already on its way up
+                        spark.stop()
+    finally:
+        if dashboard is not None:
+            dashboard.stop()
     if pipeline is None:
         _console.print(f"stopped before the queries started: nothing was read ({_STOPPED})")
         return
@@ -390,9 +404,11 @@ def _run_pipeline(
     printer: Any,
     stop: threading.Event,
     ref: list[Any],
+    dashboard: DashboardProcess | None = None,
 ) -> tuple[Pipeline, str]:
-    """Run the pipeline of ``plan.cfg`` until it ends or ``stop`` is set, with the dashboard
-    and the ``--duration`` timer beside it; the pipeline and where its outputs are."""
+    """Run the pipeline of ``plan.cfg`` until it ends or ``stop`` is set, with the
+    ``--duration`` timer beside it (and ``dashboard``, started by the caller, announced);
+    the pipeline and where its outputs are."""
     from logstream.pipeline import Pipeline
     from logstream.pipeline.ingest import FAULT_ENV, fault_hook
 
@@ -404,18 +420,8 @@ def _run_pipeline(
     ref.append(pipeline)
     if fault := os.environ.get(FAULT_ENV):  # the crash drills
         pipeline.ingest.step_hook = fault_hook(fault)
-    server = None
-    if plan.dashboard:
-        from logstream.dashboard.app import start_dashboard_thread
-
-        server = start_dashboard_thread(
-            cfg.store_url,
-            v["host"],
-            v["port"],
-            top=cfg.top,
-            spark_ui_url=spark.sparkContext.uiWebUrl,
-        )
-        _console.print(f"dashboard: {server.url}")
+    if dashboard is not None:
+        _console.print(f"dashboard: {dashboard.wait_ready()}")
     if plan.duration_s is not None:
 
         def duration_reached() -> None:
@@ -429,6 +435,4 @@ def _run_pipeline(
         pipeline.run()
     finally:
         pipeline.stop()
-        if server is not None:
-            server.stop()
     return pipeline, f"outputs in {cfg.output_dir}, store {pipeline.store.url}"  # no password
