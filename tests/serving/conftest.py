@@ -44,8 +44,13 @@ class PostgresServer:
 
     def pg_ctl(self, action: str) -> None:
         """``pg_ctl stop|start|restart`` of the cluster (``-m fast``: connections are cut,
-        as a service restart does), waiting until it is done; the port stays the same."""
+        as a service restart does), waiting until it is done; the port stays the same. A
+        server already as asked (started, or stopped) is left so."""
         assert self.data is not None
+        status = [*self.as_user, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "status"]
+        running = subprocess.run(status, capture_output=True, timeout=60).returncode == 0
+        if action in ("start", "stop") and running == (action == "start"):  # already so
+            return
         done = subprocess.run(
             [*self.as_user, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast",
              "-l", str(self.data.parent / "server.log"), "-w", "-t", str(START_TIMEOUT_S),
