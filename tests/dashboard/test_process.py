@@ -46,7 +46,8 @@ def _cmdline(pid: int) -> str:
 
 
 def _dashboards(pid: int) -> list[int]:
-    return [c for c in _children(pid) if " dashboard " in _cmdline(c)]
+    """The ``logstream dashboard`` children of ``pid``."""
+    return [c for c in _children(pid) if "dashboard" in (cmd := _cmdline(c)) and "logstream" in cmd]
 
 
 def _gone(pid: int, timeout_s: float = 15) -> bool:
@@ -73,6 +74,7 @@ def test_the_dashboard_process_serves_the_store_at_a_lower_priority(tmp_path):
         assert b"logstream" in page
         child = server.process.pid
         assert child != os.getpid() and child in _dashboards(os.getpid())
+        assert "s.db" not in _cmdline(child)  # the store's URL (a password) is not on it
         assert (
             os.getpriority(os.PRIO_PROCESS, child) == os.getpriority(os.PRIO_PROCESS, 0) + NICENESS
         )

@@ -5,7 +5,8 @@ Spark driver: every page refresh (its queries, the figures, their JSON) held Pyt
 interpreter lock while the driver planned and committed the micro-batch, and 20 browsers
 slowed micro-batches from 3.4 s to 13.8–23.1 s (median). :func:`start_dashboard_process` runs
 ``logstream dashboard`` instead, a child process over the same store (it reads only the store,
-read-only); ``logstream run`` starts it before Spark and stops it when the run ends
+read-only; its URL passed by the environment, not the command line); ``logstream run`` starts
+it before Spark and stops it when the run ends
 (``bench/bench_dashboard_load.py`` measures the difference).
 
 The child runs at a lower priority (``nice`` :data:`NICENESS`): the cores of a small machine
@@ -37,6 +38,15 @@ __all__ = ["DashboardProcess", "start_dashboard_process"]
 STOP_GRACE_S = 5.0
 #: Seconds :meth:`DashboardProcess.wait_ready` waits for the child to listen.
 READY_TIMEOUT_S = 60.0
+#: The environment variable the child reads its store's URL from.
+STORE_ENV = "LOGSTREAM_DASHBOARD_STORE"
+#: The child: ``logstream dashboard --store $LOGSTREAM_DASHBOARD_STORE`` and the options given.
+_CHILD = (
+    "import os, sys\n"
+    "from logstream.cli import main\n"
+    f"store = os.environ.pop({STORE_ENV!r})\n"
+    "sys.exit(main(['dashboard', '--store', store, *sys.argv[1:]]))\n"
+)
 #: How much lower the child's scheduling priority is than the pipeline's (``nice``): on a
 #: machine whose cores are busy, the micro-batch goes first and the page waits.
 NICENESS = 10
@@ -116,7 +126,7 @@ class DashboardProcess:
                 self._ready.set()
             elif text.strip() and text.strip() != "dashboard stopped":
                 self._said.append(text)
-                if self._ready.is_set():
+                if self._ready.is_set() or text.startswith("warning:"):  # not its refusal
                     print(f"dashboard: {text}", file=sys.stderr, flush=True)
         self._ready.set()  # the child ended: nobody waits for a line that will not come
 
@@ -201,8 +211,10 @@ def start_dashboard_process(
     _check_port(host, port)
     text = str(store)
     url = text if "://" in text else f"sqlite:///{Path(text).expanduser().absolute()}"
-    cmd = [sys.executable, "-m", "logstream", "dashboard", "--store", url, "--host", host,
-           "--port", str(port), "--refresh", f"{refresh_s:g}"]  # fmt: skip
+    # the store's URL (a password in it) goes by the environment, not the command line that
+    # every user of the machine can read
+    cmd = [sys.executable, "-c", _CHILD, "--host", host, "--port", str(port),
+           "--refresh", f"{refresh_s:g}"]  # fmt: skip
     if top is not None:
         cmd += ["--top", str(top)]
     if spark_ui_url:
@@ -210,6 +222,7 @@ def start_dashboard_process(
     parent = os.getpid()
     process = subprocess.Popen(
         cmd,
+        env={**os.environ, STORE_ENV: url},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
