@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import re
 import tempfile
@@ -497,6 +498,14 @@ _WRAPPERS = (
 # -- the run's log -----------------------------------------------------------------------
 
 
+class _QuietFileHandler(logging.FileHandler):
+    """A file handler that says nothing when its file cannot be written (a full or
+    read-only disk: the fault's own line says so)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """Drop the record."""
+
+
 @dataclass
 class RunLog:
     """The log of one ``logstream run``: the JVM's standard error while it runs, then the
@@ -531,6 +540,31 @@ class RunLog:
                     stale.unlink()
             return cls(path)
         return cls(Path(tempfile.gettempdir()) / name)
+
+    @contextlib.contextmanager
+    def python_logging(self) -> Iterator[None]:
+        """While inside, Python's log records go to this log (warnings and above), and
+        logstream's own warnings also to standard error, as one line each.
+
+        Without a handler of the run's, the first ``logging.info`` of a library (Py4J logs a
+        failed command so) would install Python's default handler on the terminal, and from
+        then on every exception a callback of Spark's raised, a stop included, would print
+        its traceback there.
+        """
+        root, ours = logging.getLogger(), logging.getLogger("logstream")
+        to_file = _QuietFileHandler(self.path, delay=True)
+        to_file.setLevel(logging.WARNING)
+        to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        to_terminal = logging.StreamHandler()  # sys.stderr when it writes
+        to_terminal.setLevel(logging.WARNING)
+        root.addHandler(to_file)
+        ours.addHandler(to_terminal)
+        try:
+            yield
+        finally:
+            root.removeHandler(to_file)
+            ours.removeHandler(to_terminal)
+            to_file.close()
 
     def write_trace(self, error: BaseException) -> Path | None:
         """Append the trace of ``error`` (with its causes); returns the file that holds it:

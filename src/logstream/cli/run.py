@@ -315,7 +315,8 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
     # the JVM's standard error (Spark's log and traces) and a fault's trace go here
     log = RunLog.create(None if plan.demo else state_dir / "logs", "demo" if plan.demo else "run")
     try:
-        _run_started(v, plan, stop, log)
+        with log.python_logging():
+            _run_started(v, plan, stop, log)
     except RunFault as exc:
         raise run_fault(exc, log, roots, state_dir) from None
     except LogstreamError:
