@@ -66,6 +66,8 @@ LOGS_KEPT = 20
 MAX_CHECKED_DIRS = 5_000
 #: How deep :func:`unwritable` looks under a location (``state/ingest/offsets`` is 2 deep).
 MAX_CHECKED_DEPTH = 3
+#: Why a location whose path is a file cannot be written.
+_NOT_A_DIRECTORY = "a file, not a directory"
 #: A file system with less free space than this is taken as the full one.
 FULL_BYTES = 1 << 20
 
@@ -167,13 +169,13 @@ def unwritable(path: Path, is_file: bool = False) -> tuple[Path, str] | None:
                 return part, why
         path = path.parent
     if path.exists() and not path.is_dir():
-        return path, "a file, not a directory"
+        return path, _NOT_A_DIRECTORY
     if not path.exists():
         above = next((p for p in path.parents if p.exists()), None)
         if above is None:  # pragma: no cover - "/" exists
             return None
         if not above.is_dir():
-            return above, "a file, not a directory"
+            return above, _NOT_A_DIRECTORY
         why = _why_not_writable(above)
         return (above, why) if why else None
     for directory in _directories(path):
@@ -202,9 +204,14 @@ def check_writable(locations: dict[str, tuple[Path, bool]]) -> None:
             continue
         part, why = found
         where = "" if part == path.expanduser().absolute() else f": {str(part)!r} in it"
+        fix = (
+            "move the file away"
+            if why == _NOT_A_DIRECTORY
+            else "make it writable for this user (remount it read-write, or change its owner "
+            "or mode)"
+        )
         raise ConfigError(
-            f"{option} {str(path)!r} cannot be written{where} ({why}): make it writable for "
-            f"this user (remount it read-write, or change its owner or mode), or pass another "
+            f"{option} {str(path)!r} cannot be written{where} ({why}): {fix}, or pass another "
             f"{option}"
         )
 
@@ -393,8 +400,8 @@ def fault_message(error: BaseException, roots: dict[str, Path], state_dir: Path 
         One line, no trailing period.
     """
     kind = fault_kind(error)
-    if kind == "store":
-        return _first_line(error)
+    if kind == "store":  # its own message says it all
+        return _own_text(error).strip().splitlines()[0]
     text = _text(error)
     named = _paths_in(text, roots)
     again = "then run the same command again: it resumes from the checkpoint"
@@ -422,6 +429,8 @@ def fault_message(error: BaseException, roots: dict[str, Path], state_dir: Path 
         )
     if kind == "read_only":
         for option, root in roots.items():
+            if option == "--input-dir":  # read only, and rightly so
+                continue
             found = unwritable(root, is_file=option == "--store")
             if found is not None:
                 part, why = found
