@@ -1,6 +1,6 @@
 """The fault drill's short form: four faults, each one clear line, each exact once removed.
 
-``bench/drill_faults.py`` on the NASA day's first 6,000 lines in four files (one micro-batch
+``bench/drill_faults.py`` on the NASA day's first 4,500 lines in three files (one micro-batch
 each), against a fault-free run in the test's Spark session: a read-only ``--state-dir``
 (refused before the JVM, exit 2), the disk of ``--output-dir`` filling mid-run, the newest
 offsets file garbled without its checksum (Spark names no file), and PostgreSQL stopped
@@ -19,7 +19,7 @@ import pytest
 from logstream.pipeline import Pipeline
 from tests.pipeline.helpers import config, load_bench
 
-LINES, FILES = 6000, 4
+LINES, FILES = 4500, 3
 NAMES = (
     "read_only_state_at_start",
     "disk_full_outputs",

@@ -93,6 +93,10 @@ def test_a_read_only_store_directory_is_refused(tmp_path):
         ("java.io.IOException: Mkdirs failed to create file:/s/x", "read_only"),
         ("java.nio.charset.MalformedInputException: Input length = 1", "corrupt"),
         ("com.fasterxml.jackson.core.io.JsonEOFException: Unexpected end-of-input", "corrupt"),
+        (
+            "java.lang.IllegalStateException: Incomplete log file in the offset commit log",
+            "corrupt",
+        ),
         ("java.io.FileNotFoundException: File file:/s/x does not exist", "missing"),
         ("something else entirely", "other"),
     ],

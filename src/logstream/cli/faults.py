@@ -88,7 +88,7 @@ _KINDS = (  # first match wins: a full disk also fails a write ("Mkdirs failed")
         r"|Unexpected end-of-input|Unrecognized token|is not a Parquet file|CANNOT_READ_FILE"
         r"|FAILED_READ_FILE\.(?:NO_HINT|CANNOT_READ)|database disk image is malformed"
         r"|file is not a database|Log file was malformed|INVALID_LOG_VERSION"
-        r"|UnsupportedLogVersion|CorruptedStatus|EOFException|Corrupt",
+        r"|UnsupportedLogVersion|CorruptedStatus|Incomplete log file|EOFException|Corrupt",
     ),
     (
         "missing",
