@@ -214,14 +214,14 @@ def run_demo(
     )
     replay_thread = threading.Thread(target=replayer.run, name="logstream-replay", daemon=True)
     server = None
-    if settings.dashboard:
-        from logstream.dashboard.app import start_dashboard_thread
+    if settings.dashboard:  # in a process of its own: the driver's interpreter is left alone
+        from logstream.dashboard.process import start_dashboard_process
 
         ui = spark.sparkContext.uiWebUrl
-        server = start_dashboard_thread(
+        server = start_dashboard_process(
             cfg.store_path, settings.host, settings.port, top=cfg.top, spark_ui_url=ui
         )
-        console.print(f"dashboard: [bold]{server.url}[/bold]")
+        console.print(f"dashboard: [bold]{server.wait_ready()}[/bold]")
     console.print(
         f"replaying {source.label} at ×{settings.speedup:g} into {access_log} (rotated every "
         f"{settings.rotate_every_s / 3600:g} h of event time), followed by the pipeline; "

@@ -14,6 +14,8 @@ Exception tree::
     ├── StateError         logstream's own state cannot be used as it stands
     │   ├── StateCorruptError  an analytics snapshot damaged, truncated or missing
     │   └── ReplayMismatchError  a delivered micro-batch replanned over other input
+    ├── RunFault           an I/O fault that stopped a run after it started (exit status 1)
+    │   └── StoreUnavailableError  a serving store unreachable for longer than --store-retry
     └── StopRequested      a micro-batch started after its pipeline began to stop
                            (logstream.sinks.gate; never reaches a user)
 """
@@ -27,8 +29,10 @@ __all__ = [
     "LogFormatError",
     "LogstreamError",
     "ReplayMismatchError",
+    "RunFault",
     "StateCorruptError",
     "StateError",
+    "StoreUnavailableError",
 ]
 
 
@@ -36,8 +40,11 @@ class LogstreamError(Exception):
     """Root of every exception logstream raises on purpose.
 
     The message names the offending value and how to fix it; the CLI prints it without a
-    traceback and exits with status 2.
+    traceback and exits with :attr:`exit_status`.
     """
+
+    #: The CLI's exit status: 2 for a refused start (an option, a path, a format).
+    exit_status = 2
 
 
 class ConfigError(LogstreamError):
@@ -73,3 +80,18 @@ class ReplayMismatchError(StateError):
     """Raised when Spark replans a micro-batch that was already delivered over other input
     than it was delivered with (its offsets were rolled back by hand): delivering it as it
     is would lose or repeat lines."""
+class RunFault(LogstreamError):
+    """Raised when an I/O fault stops a run that had started: a disk full, a directory turned
+    read-only, a file missing or corrupt, a store down (:mod:`logstream.cli.faults`).
+
+    The message is one line naming the path or store and the fix; the CLI prints it and exits
+    with status 1, the whole trace in the run's log file.
+    """
+
+    exit_status = 1
+
+
+class StoreUnavailableError(RunFault):
+    """Raised when the serving store cannot be reached (PostgreSQL down, restarting, out of
+    connections) for longer than the pipeline's ``--store-retry``; each write retried with
+    backoff until then (:meth:`logstream.serving.ServingStore.retry`)."""

@@ -40,6 +40,11 @@ stop is the driver's to make (docs/operations.md, "Stopping"):
 * its output reaches the driver's through :class:`JvmOutputFilter`: what a user cannot act on
   (:data:`JVM_NOISE`: the start-up notes of Java, log4j and Hadoop, the Python worker's notes)
   is left out, and Spark's UI taking another port is one line saying how to choose it.
+
+Inside :func:`stderr_to`, the JVM's standard error (Spark's log: its warnings at start, the
+stack traces of a failing job) goes to a file instead of the driver's terminal: ``logstream
+run`` keeps it in its run log, so that a fault ends with one line naming that log
+(:mod:`logstream.cli.faults`).
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ __all__ = [
     "archive_path",
     "java_binary",
     "launch_gateway",
+    "stderr_to",
 ]
 
 #: Environment variable: the archive's directory, or ``off``.
@@ -225,6 +231,32 @@ def _relay(pipe: Any, fd: int) -> None:
                 write(raw.decode("utf-8", "replace").rstrip("\r\n"))
     except (OSError, ValueError):
         return
+    finally:
+        if fd > 2:  # a run log's descriptor (stderr_to), the relay's own
+            os.close(fd)
+
+
+#: Where a JVM started inside :func:`stderr_to` writes its standard error.
+_STDERR_FILE: list[Path] = []
+
+
+@contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """While inside, a JVM that :func:`launch_gateway` starts appends its standard error to
+    ``path`` (created with its directory), for the JVM's whole life; outside, it writes to the
+    driver's. A JVM that is already running (``spark-submit``'s, a session's) is not
+    affected.
+
+    Parameters
+    ----------
+    path : Path
+        The log file.
+    """
+    _STDERR_FILE.append(path)
+    try:
+        yield
+    finally:
+        _STDERR_FILE.remove(path)
 
 
 @contextmanager
@@ -251,10 +283,16 @@ def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
                 _die_with_parent(parent)
 
         kwargs["start_new_session"] = True
-        # the JVM's output goes through a filter (JvmOutputFilter) to the driver's own
+        # the JVM's output goes through a filter (JvmOutputFilter) to the driver's own, its
+        # standard error inside stderr_to to the run's log
+        err_fd = 2
+        if _STDERR_FILE:
+            log = _STDERR_FILE[-1]
+            log.parent.mkdir(parents=True, exist_ok=True)
+            err_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
         started.append(original(*args, preexec_fn=preexec, **kwargs))
-        for pipe, fd in ((started[-1].stdout, 1), (started[-1].stderr, 2)):
+        for pipe, fd in ((started[-1].stdout, 1), (started[-1].stderr, err_fd)):
             relay = threading.Thread(target=_relay, args=(pipe, fd), name="logstream-jvm-output")
             relay.daemon = True
             relay.start()

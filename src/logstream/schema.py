@@ -84,7 +84,8 @@ QUARANTINE_SCHEMA = StructType(
 #: Why a line is quarantined. The parser picks the first that applies, in this order.
 QUARANTINE_REASONS: dict[str, str] = {
     "empty_line": "the line is empty or blank",
-    "control_character": "the line holds a U+0001 control character, which no log format emits",
+    "control_character": "the line holds a NUL or U+0001 control character, which no log "
+    "format emits (and PostgreSQL's text cannot hold NUL)",
     "format_mismatch": "the line does not match the log format",
     "bad_timestamp": "the time field is not a valid date and time for the format",
     "bad_status": "the status is not a number from 100 to 599",

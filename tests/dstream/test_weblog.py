@@ -193,6 +193,7 @@ EDGE_BYTES = ["-", "+5", "0005", "5.0", "-5", "abc", "1e3", "5_0", "922337203685
 EDGE_OTHER = [
     "", "   ", "\t", "garbage", "a\x01b", '1.2.3.4 - - [bad date] "GET / HTTP/1.0" 999 x',
     '1.2.3.4 - - [bad date] "GET / HTTP/1.0" 200 5',  # the issue's line
+    "a\x00b", '1.2.3.4 - - [09/Jul/1995:00:00:01 -0400] "GET /a\x00b HTTP/1.0" 200 5',
 ]  # fmt: skip
 
 

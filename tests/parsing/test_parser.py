@@ -96,6 +96,7 @@ def test_quirky_lines_parse_and_garbage_is_quarantined_with_reasons(spark, tmp_p
         b'h4 - - [09/Jul/1995:00:00:03 -0400] "GET / HTTP/1.0" 200 1.5\n'
         b'h5 - - [09/Jul/1995:00:00:03 -0400] "GET / HTTP/1.0" 999 1\n'
         b'h6 - - [09/Jul/1995:00:00:03 -0400] "GET /\x01 HTTP/1.0" 200 1\n'
+        b'h7 - - [09/Jul/1995:00:00:03 -0400] "GET /a\x00b HTTP/1.0" 200 1\n'
     )
     path = tmp_path / "quirks.log"
     path.write_bytes(raw)
@@ -121,6 +122,7 @@ def test_quirky_lines_parse_and_garbage_is_quarantined_with_reasons(spark, tmp_p
         'h4 - - [09/Jul/1995:00:00:03 -0400] "GET / HTTP/1.0" 200 1.5': "bad_bytes",
         'h5 - - [09/Jul/1995:00:00:03 -0400] "GET / HTTP/1.0" 999 1': "bad_status",
         'h6 - - [09/Jul/1995:00:00:03 -0400] "GET /\x01 HTTP/1.0" 200 1': "control_character",
+        'h7 - - [09/Jul/1995:00:00:03 -0400] "GET /a\x00b HTTP/1.0" 200 1': "control_character",
     }
     assert set(bad.values()) <= set(QUARANTINE_REASONS)
     assert all(r.source_file.endswith("quirks.log") for r in quarantine(parsed).collect())

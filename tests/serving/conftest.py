@@ -32,12 +32,32 @@ START_TIMEOUT_S = 60
 
 @dataclass
 class PostgresServer:
-    """A running test cluster: ``url(db)`` names one of its databases."""
+    """A running test cluster: ``url(db)`` names one of its databases; :meth:`pg_ctl`
+    stops, starts or restarts it (the fault tests)."""
 
     port: int
     user: str
     bin_dir: Path
     as_user: list[str]
+    data: Path | None = None
+    options: str = ""
+
+    def pg_ctl(self, action: str) -> None:
+        """``pg_ctl stop|start|restart`` of the cluster (``-m fast``: connections are cut,
+        as a service restart does), waiting until it is done; the port stays the same. A
+        server already as asked (started, or stopped) is left so."""
+        assert self.data is not None
+        status = [*self.as_user, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "status"]
+        running = subprocess.run(status, capture_output=True, timeout=60).returncode == 0
+        if action in ("start", "stop") and running == (action == "start"):  # already so
+            return
+        done = subprocess.run(
+            [*self.as_user, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast",
+             "-l", str(self.data.parent / "server.log"), "-w", "-t", str(START_TIMEOUT_S),
+             *(["-o", self.options] if action != "stop" else []), action],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, f"pg_ctl {action} failed: {done.stderr}{done.stdout}"
 
     def url(self, db: str = "postgres") -> str:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{db}"
@@ -101,7 +121,9 @@ def postgres_cluster(durable: bool = False) -> Iterator[PostgresServer]:
         if done.returncode:
             log = (root / "server.log").read_text() if (root / "server.log").exists() else ""
             pytest.fail(f"pg_ctl start failed: {done.stderr}{done.stdout}\n{log}", pytrace=False)
-        server = PostgresServer(port=port, user=user, bin_dir=bin_dir, as_user=as_user)
+        server = PostgresServer(
+            port=port, user=user, bin_dir=bin_dir, as_user=as_user, data=data, options=options
+        )
         try:
             _wait_ready(server)
             yield server

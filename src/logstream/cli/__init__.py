@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.markup import escape
 from typer.exceptions import TyperException
 
 from logstream.cli import batch as _batch  # noqa: F401  (registers the command)
@@ -29,14 +30,17 @@ __all__ = ["app", "main"]
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit status.
 
-    A :class:`~logstream.errors.LogstreamError` (bad option, path or format) prints its message
-    without a traceback and exits 2; usage errors exit 2 as click reports them.
+    A :class:`~logstream.errors.LogstreamError` prints its message without a traceback and
+    exits with its ``exit_status``: 2 for a bad option, path or format, 1 for a fault that
+    stopped a run (:class:`~logstream.errors.RunFault`); usage errors exit 2 as click reports
+    them.
     """
     try:
         result = app(args=argv, standalone_mode=False)
     except LogstreamError as exc:
-        err_console.print(f"[bold red]error:[/bold red] {exc}")
-        return 2
+        # the message as written (a path or a Spark text may hold "[…]", rich's markup)
+        err_console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+        return exc.exit_status
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):

@@ -137,6 +137,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "2 hours",
         "Event time of trending windows kept in the store.",
     ),
+    "store_retry": (
+        "60 seconds",
+        "How long a store write waits, retrying, for a store that is down.",
+    ),
     "strict": (
         False,
         "Fail on a corrupt input file instead of quarantining it.",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 import threading
 import tomllib
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ import typer
 from rich.console import Console
 
 from logstream.cli.app import app, given_on_command_line, spark_conf
+from logstream.cli.faults import RunLog, check_writable, run_fault
 from logstream.cli.run_options import RUN_OPTIONS, run_signature
 from logstream.cli.run_progress import (
     backlog_progress,
@@ -22,11 +25,12 @@ from logstream.cli.run_progress import (
     progress_printer,
 )
 from logstream.config import SparkSettings
-from logstream.errors import ConfigError
+from logstream.errors import ConfigError, LogstreamError, RunFault
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from logstream.dashboard.process import DashboardProcess
     from logstream.pipeline import Pipeline, PipelineConfig
 
 __all__ = ["StopSignals", "follow_losses_text", "load_config_file", "run"]
@@ -225,6 +229,9 @@ def _plan(v: dict[str, Any]) -> _Plan:
     cfg = None
     if source is not None:
         cfg = _pipeline_config(v, source)
+        # a location that cannot be written stops the run here, not seconds into Spark's
+        # start with a misleading trace (docs/operations.md "Faults")
+        check_writable(_locations(cfg))
         if cfg.source == "kafka":  # the broker answers, no unread message was deleted
             from logstream.sources.kafka import check_kafka_source
 
@@ -235,11 +242,35 @@ def _plan(v: dict[str, Any]) -> _Plan:
         from logstream.pipeline.identity import claim_store
 
         claim_store(cfg.state_dir, cfg.output_dir, cfg.store_url)
+    else:
+        check_writable({"--demo-out": (Path(v["demo_out"]), False)})
     if cfg is not None and (
         cfg.source == "kafka" or any(url.startswith("kafka://") for url in cfg.sinks)
     ):  # Spark's Kafka connector only for a run that reads or writes Kafka (docs/kafka.md)
         settings = settings.model_copy(update={"kafka": True})
     return _Plan(demo, duration_s, rotate_every_s, with_dashboard, settings, cfg)
+
+
+def _locations(cfg: PipelineConfig) -> dict[str, tuple[Path, bool]]:
+    """What the run writes, by option: ``{option: (path, is_file)}`` (the store when it is a
+    SQLite file)."""
+    from logstream.serving import is_postgres_url
+
+    written = {"--state-dir": (cfg.state_dir, False), "--output-dir": (cfg.output_dir, False)}
+    if not is_postgres_url(cfg.store_url):
+        written["--store"] = (cfg.store_path, True)
+    return written
+
+
+def _roots(plan: _Plan, v: dict[str, Any]) -> tuple[dict[str, Path], Path]:
+    """The run's locations by option (what a fault's line names) and its checkpoint root."""
+    if plan.cfg is None:
+        demo_out = Path(v["demo_out"]).absolute()
+        return {"--demo-out": demo_out}, demo_out / "state"
+    roots = {option: path for option, (path, _) in _locations(plan.cfg).items()}
+    if plan.cfg.input_dir is not None:
+        roots["--input-dir"] = plan.cfg.input_dir
+    return roots, plan.cfg.state_dir
 
 
 def _pipeline_config(v: dict[str, Any], source: str) -> PipelineConfig:
@@ -277,33 +308,78 @@ def _pipeline_config(v: dict[str, Any], source: str) -> PipelineConfig:
 
 
 def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> None:
-    """:func:`run`'s work, with SIGINT and SIGTERM already turned into ``stop``."""
-    from pyspark.sql import SparkSession
+    """:func:`run`'s work, with SIGINT and SIGTERM already turned into ``stop``.
 
-    from logstream.session import get_spark
-
+    Raises
+    ------
+    ConfigError
+        (and the other :class:`~logstream.errors.LogstreamError`) When an option, path or
+        format is wrong, before the JVM starts (exit status 2).
+    RunFault
+        When a fault stops the run once it has started (exit status 1): one line naming the
+        path or store and the fix, the trace in the run's log (:mod:`logstream.cli.faults`).
+    """
     v = _with_config_file(ctx, values)
     plan = _plan(v)
-    owns_session = SparkSession.getActiveSession() is None
-    ref: list[Any] = []
-    printer = None if v["quiet"] else progress_printer(_console, ref)
     if stop.is_set():
         _console.print(f"stopped before Spark started: nothing was read ({_STOPPED})")
         return
-    # PySpark's SparkContext would install a SIGINT handler that cancels every job mid-batch;
-    # ours (StopSignals) is kept, and lets the running micro-batch finish instead
-    spark = get_spark(plan.settings, keep_signal_handlers=True)
-    pipeline = None
+    roots, state_dir = _roots(plan, v)
+    # the JVM's standard error (Spark's log and traces) and a fault's trace go here
+    log = RunLog.create(None if plan.demo else state_dir / "logs", "demo" if plan.demo else "run")
     try:
-        if stop.is_set():
-            pass  # a stop while Spark started: no query is started
-        elif plan.demo:
-            pipeline, outputs = _run_demo(spark, v, plan, printer, stop, ref)
-        else:
-            pipeline, outputs = _run_pipeline(spark, v, plan, printer, stop, ref)
+        with log.python_logging():
+            _run_started(v, plan, stop, log)
+    except RunFault as exc:
+        raise run_fault(exc, log, roots, state_dir) from None
+    except LogstreamError:
+        raise  # a refused option or input (exit status 2), said as it is
+    except Exception as exc:  # an I/O fault, Spark's or the store's: one line
+        raise run_fault(exc, log, roots, state_dir) from None
+
+
+def _run_started(v: dict[str, Any], plan: _Plan, stop: threading.Event, log: RunLog) -> None:
+    """Start Spark (its JVM writing to ``log``), run, and print the summary."""
+    from pyspark.sql import SparkSession
+
+    from logstream.jvm import stderr_to
+    from logstream.session import get_spark
+
+    owns_session = SparkSession.getActiveSession() is None
+    ref: list[Any] = []
+    printer = None if v["quiet"] else progress_printer(_console, ref)
+    dashboard = None
+    if plan.dashboard and plan.cfg is not None:
+        # its own process (the pipeline's interpreter is the Spark driver's), started now:
+        # it is up by the time Spark is
+        from logstream.dashboard.process import start_dashboard_process
+
+        dashboard = start_dashboard_process(
+            plan.cfg.store_url, v["host"], v["port"], top=plan.cfg.top
+        )
+    try:
+        # PySpark's SparkContext would install a SIGINT handler that cancels every job
+        # mid-batch; ours (StopSignals) is kept, and lets the running micro-batch finish
+        with stderr_to(log.path):
+            spark = get_spark(plan.settings, keep_signal_handlers=True)
+        pipeline = None
+        try:
+            if stop.is_set():
+                pass  # a stop while Spark started: no query is started
+            elif plan.demo:
+                pipeline, outputs = _run_demo(spark, v, plan, printer, stop, ref)
+            else:
+                pipeline, outputs = _run_pipeline(spark, v, plan, printer, stop, ref, dashboard)
+        finally:
+            if owns_session:  # drain Spark's listener bus before Python goes away
+                if sys.exc_info()[1] is None:
+                    spark.stop()
+                else:
+                    with contextlib.suppress(Exception):  # a fault is already on its way up
+                        spark.stop()
     finally:
-        if owns_session:  # drain Spark's listener bus before Python goes away
-            spark.stop()
+        if dashboard is not None:
+            dashboard.stop()
     if pipeline is None or not pipeline.queries:  # stopped while it started: none ran
         _console.print(f"stopped before the queries started: nothing was read ({_STOPPED})")
         return
@@ -349,9 +425,11 @@ def _run_pipeline(
     printer: Any,
     stop: threading.Event,
     ref: list[Any],
+    dashboard: DashboardProcess | None = None,
 ) -> tuple[Pipeline, str]:
-    """Run the pipeline of ``plan.cfg`` until it ends or ``stop`` is set, with the dashboard
-    and the ``--duration`` timer beside it; the pipeline and where its outputs are."""
+    """Run the pipeline of ``plan.cfg`` until it ends or ``stop`` is set, with the
+    ``--duration`` timer beside it (and ``dashboard``, started by the caller, announced);
+    the pipeline and where its outputs are."""
     from logstream.pipeline import Pipeline
     from logstream.pipeline.ingest import FAULT_ENV, fault_hook
 
@@ -365,18 +443,8 @@ def _run_pipeline(
         return pipeline, ""
     if fault := os.environ.get(FAULT_ENV):  # the crash drills
         pipeline.ingest.step_hook = fault_hook(fault)
-    server = None
-    if plan.dashboard:
-        from logstream.dashboard.app import start_dashboard_thread
-
-        server = start_dashboard_thread(
-            cfg.store_url,
-            v["host"],
-            v["port"],
-            top=cfg.top,
-            spark_ui_url=spark.sparkContext.uiWebUrl,
-        )
-        _console.print(f"dashboard: {server.url}")
+    if dashboard is not None:
+        _console.print(f"dashboard: {dashboard.wait_ready()}")
     if plan.duration_s is not None:
 
         def duration_reached() -> None:
@@ -393,6 +461,4 @@ def _run_pipeline(
             pipeline.run()
     finally:
         pipeline.stop()
-        if server is not None:
-            server.stop()
     return pipeline, f"outputs in {cfg.output_dir}, store {pipeline.store.url}"  # no password

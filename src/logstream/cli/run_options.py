@@ -243,6 +243,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         metavar="SPAN",
         field="store_retention",
     ),
+    _option("store_retry", str, "--store-retry", OUTPUT, metavar="SPAN", field="store_retry"),
     _option("trigger", str, "--trigger", STATE, metavar="WHEN", field="trigger"),
     _option(
         "max_files_per_trigger",

@@ -292,14 +292,14 @@ def classify_line(
     the reason the batch parser quarantines it for.
 
     The reasons and their order are :func:`logstream.parsing.parse`'s: ``empty_line``,
-    ``control_character`` (U+0001), ``format_mismatch``, ``bad_timestamp`` (``time_ok`` says
+    ``control_character`` (NUL or U+0001), ``format_mismatch``, ``bad_timestamp`` (``time_ok`` says
     no: :func:`time_checker` of the format), ``bad_status`` (not a whole number from 100 to
     599), ``bad_bytes`` (neither ``-`` nor a whole number ≥ 0). ``bytes_sent`` of ``-`` is 0.
     The path is the request target up to ``?``.
     """
     if line.strip(" ") == "":  # Spark's trim: spaces only
         return "empty_line"
-    if "\x01" in line:
+    if "\x00" in line or "\x01" in line:
         return "control_character"
     match = regex.match(line)
     if match is None:

@@ -33,6 +33,9 @@ REASON_COLUMN = "quarantine_reason"
 MAX_FUTURE_S = 86_400.0
 
 _SEP = "\x01"
+#: NUL: no log format emits it, and PostgreSQL's text cannot hold it (a line with one is
+#: quarantined as ``control_character``, its bytes kept in ``quarantine/``).
+_NUL = "\x00"
 _CLF_TIME_PATTERN = "dd/MMM/yyyy:HH:mm:ss Z"
 _CORRUPT = "_corrupt_record"
 _DASH_IS_NULL = ("ident", "user", "referrer", "user_agent")
@@ -41,6 +44,12 @@ _DASH_IS_NULL = ("ident", "user", "referrer", "user_agent")
 def _null_if_empty(col: Column, dash_is_null: bool = False) -> Column:
     cond = (col == "") | (col == "-") if dash_is_null else col == ""
     return F.when(cond, F.lit(None)).otherwise(col)
+
+
+def _has_control_character(line: Column) -> Column:
+    """Whether ``line`` holds U+0001 (the parser's field separator) or NUL: no log format
+    emits either, and a store cannot hold NUL (PostgreSQL's text)."""
+    return line.contains(_SEP) | line.contains(_NUL)
 
 
 def _time_column(raw: Column, fmt: CompiledFormat) -> Column:
@@ -171,7 +180,7 @@ def parse(
     )
     reason = (
         F.when(F.trim(F.col("raw_line")) == "", F.lit("empty_line"))
-        .when(F.col("raw_line").contains(_SEP), F.lit("control_character"))
+        .when(_has_control_character(F.col("raw_line")), F.lit("control_character"))
         .when(~F.col("_matched"), F.lit("format_mismatch"))
         .when(F.col("event_time").isNull(), F.lit("bad_timestamp"))
         .when(F.col("status").isNull() | ~F.col("status").between(100, 599), F.lit("bad_status"))
@@ -219,7 +228,7 @@ def _json_fields(lines: DataFrame, fmt: CompiledFormat) -> tuple[DataFrame, dict
             F.col("_j").isNotNull()
             & F.col(f"_j.{_CORRUPT}").isNull()
             & F.ltrim(F.col("raw_line")).startswith("{")
-            & ~F.col("raw_line").contains(_SEP)
+            & ~_has_control_character(F.col("raw_line"))
         ).alias("_matched"),
     )
     group: dict[str, Column] = {}

@@ -175,6 +175,12 @@ class PipelineConfig(BaseModel):
         Sliding window of trending pages (default 5 minutes every 1 minute, the book's query).
     top : int
         Trending pages per window shown by the store's readers.
+    store_retry : str
+        How long a write to the serving store (and a read of the pipeline's) is retried, with
+        backoff, while the store cannot be reached — a PostgreSQL server restarting or down
+        (default ``60 seconds``; ``0``: not at all). A broken pooled connection is replaced
+        at once; after this span the run stops with one line naming the store
+        (:class:`~logstream.errors.StoreUnavailableError`, exit status 1).
     store_retention : str
         Event-time span of trending-page windows kept in the serving store, behind the newest
         event (default ``2 hours``); older windows are pruned there (the Parquet output keeps
@@ -301,6 +307,10 @@ class PipelineConfig(BaseModel):
     store_retention: str = Field(
         default="2 hours", description="Event time of trending windows kept in the store."
     )
+    store_retry: str = Field(
+        default="60 seconds",
+        description="How long a store write waits, retrying, for a store that is down.",
+    )
     trigger: str = Field(
         default="1 second", description="'available-now' or an interval such as '5 seconds'."
     )
@@ -366,6 +376,14 @@ class PipelineConfig(BaseModel):
     @classmethod
     def _interval(cls, value: str) -> str:
         return spark_interval(value)
+
+    @field_validator("store_retry")
+    @classmethod
+    def _store_retry(cls, value: str) -> str:
+        if value.strip() == "0":
+            return "0 seconds"
+        seconds = interval_seconds(value)
+        return "0 seconds" if seconds == 0 else spark_interval(value)
 
     @field_validator("reference")
     @classmethod
@@ -605,6 +623,11 @@ class PipelineConfig(BaseModel):
         if self.store is not None and not self.store.startswith("sqlite:///"):
             return self.store
         return f"sqlite:///{self.store_path}"
+
+    @property
+    def store_retry_seconds(self) -> float:
+        """:attr:`store_retry` in seconds."""
+        return interval_seconds(self.store_retry)
 
     @property
     def watermark_seconds(self) -> float:

@@ -185,6 +185,8 @@ class Pipeline:
     queries: list[StreamingQuery] = field(default_factory=list)
     stop_requested: threading.Event = field(default_factory=threading.Event)
     gate: StopGate = field(default_factory=StopGate)
+    #: The queries whose failure :meth:`run` raised (:meth:`stop` does not log it again).
+    raised: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.fmt = detect_stream_format(self.cfg)
@@ -201,7 +203,7 @@ class Pipeline:
         self.publisher = OutputPublisher(
             self.cfg.output_format, sinks, frozenset(self.cfg.sink_outputs)
         )
-        self.store = open_store(self.cfg.store_url)
+        self.store = open_store(self.cfg.store_url, retry_s=self.cfg.store_retry_seconds)
         self.pipeline_id = claim(self.cfg.state_dir, self.cfg.output_dir, self.store)
         self.store.set_state(
             {
@@ -368,10 +370,11 @@ class Pipeline:
         for query in self.queries:
             error = query.exception()
             if error is not None and not is_stop_requested(error):
+                self.raised.add(query.name)  # reported by the caller, not again by stop()
                 self.stop()
                 raised = _logstream_error(error) or data_loss_error(self.cfg, error)
                 if raised is not None:
-                    raise raised from None
+                    raise raised from error  # its cause: Spark's text, for the run's log
                 raise error
 
     def request_stop(self) -> None:
@@ -423,7 +426,7 @@ class Pipeline:
             context.setLogLevel(SPARK_LOG_LEVEL)
         for query in self.queries:
             error = query.exception()
-            if error is not None and not is_stop_requested(error):
+            if error is not None and not is_stop_requested(error) and query.name not in self.raised:
                 first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
                 log.error("query %s failed while stopping: %s", query.name, first[:500])
         # Spark's listener bus is asynchronous: let each query's last progress reach the

@@ -101,7 +101,7 @@ def store_location(store: Path | str) -> Path | str:
     return Path(store)
 
 
-def open_store(url: Path | str, read_only: bool = False) -> ServingStore:
+def open_store(url: Path | str, read_only: bool = False, retry_s: float = 0.0) -> ServingStore:
     """The serving store of ``url`` (``sqlite:///PATH`` or ``postgresql://…``).
 
     Parameters
@@ -111,6 +111,9 @@ def open_store(url: Path | str, read_only: bool = False) -> ServingStore:
     read_only : bool
         For readers (the dashboard): a SQLite file must exist, PostgreSQL transactions are
         read-only, and no schema is created.
+    retry_s : float
+        Seconds an operation waits for a store that cannot be reached, retried with backoff
+        (:meth:`ServingStore.retry`; the pipeline's ``--store-retry``); 0: no retry.
 
     Returns
     -------
@@ -129,8 +132,8 @@ def open_store(url: Path | str, read_only: bool = False) -> ServingStore:
     if isinstance(where, str):
         from logstream.serving.postgres import PostgresStore
 
-        return PostgresStore(where, read_only=read_only)
-    return ServingStore(where.expanduser(), read_only=read_only)
+        return PostgresStore(where, read_only=read_only, retry_s=retry_s)
+    return ServingStore(where.expanduser(), read_only=read_only, retry_s=retry_s)
 
 
 #: The process's PostgreSQL readers, one connection pool per URL (:func:`shared_reader`).

@@ -33,6 +33,7 @@ management"; PostgreSQL documentation, "INSERT … ON CONFLICT".
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Generator, Iterable, Sequence
 from contextlib import contextmanager
@@ -44,9 +45,10 @@ import psycopg
 from psycopg import IsolationLevel
 from psycopg.adapt import Dumper, Loader
 from psycopg.rows import RowMaker
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from logstream.errors import ConfigError
+from logstream.serving.safe_text import safe_row, safe_rows
 from logstream.serving.store import SCHEMA, Dialect, ServingStore
 
 __all__ = [
@@ -63,6 +65,9 @@ __all__ = [
 
 #: PostgreSQL's dialect.
 POSTGRES = Dialect(name="postgresql", greatest="GREATEST")
+# the pool logs a warning at each failed reconnection attempt (several a second while a
+# server restarts); the store's retry says it once (ServingStore.retry)
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 #: Connections of the pipeline's pool: the ingest commit and the progress listener write
 #: concurrently, the run's start reads.
 WRITER_POOL_SIZE = 4
@@ -180,18 +185,20 @@ def _sql(sql: str) -> str:
 
 
 class _Connection:
-    """The subset of :class:`sqlite3.Connection` the store and the dashboard call."""
+    """The subset of :class:`sqlite3.Connection` the store and the dashboard call; every text
+    parameter made safe for PostgreSQL (:func:`~logstream.serving.safe_text.safe_text`: its
+    ``text`` cannot hold NUL)."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
         cursor = self.raw.cursor()
-        cursor.execute(_sql(sql), tuple(params))
+        cursor.execute(_sql(sql), safe_row(params))
         return cursor
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        rows = list(rows)
+        rows = safe_rows(rows)
         if rows:
             with self.raw.cursor() as cursor:
                 cursor.executemany(_sql(sql), rows)
@@ -208,6 +215,10 @@ class PostgresStore(ServingStore):
     read_only : bool
         A reader (the dashboard): every transaction is ``READ ONLY``, the schema is not
         created, and the server is not contacted until the first read.
+    retry_s : float
+        Seconds each write (and each read of the pipeline's) is retried with backoff while
+        the server cannot be reached (:meth:`~logstream.serving.ServingStore.retry`): a
+        restart of the server costs the pipeline a wait, not its run.
 
     Raises
     ------
@@ -220,13 +231,20 @@ class PostgresStore(ServingStore):
     The writer creates the tables, indexes and the ``unixepoch`` function if they do not
     exist, under a transaction-level advisory lock (two pipelines starting at once do not
     race). Call :meth:`close` to close the pool (the pipeline's stays open for its process).
+
+    The pool checks a connection before lending it (``ConnectionPool.check_connection``: an
+    empty query) and replaces one the server closed meanwhile — a restart of the server, an
+    idle timeout — so a restart while the pipeline waits costs nothing; a connection that
+    breaks inside a transaction is dropped by the pool and the operation retried
+    (``retry_s``).
     """
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, read_only: bool = False) -> None:
+    def __init__(self, url: str, read_only: bool = False, retry_s: float = 0.0) -> None:
         self.path = None
         self.read_only = read_only
+        self.retry_s = retry_s
         self._url = redact_url(url)
         conninfo, max_size, timeout = _parse(url)
         if not read_only:
@@ -237,6 +255,7 @@ class PostgresStore(ServingStore):
             max_size=max_size or (READER_POOL_SIZE if read_only else WRITER_POOL_SIZE),
             timeout=timeout,
             configure=self._configure,
+            check=ConnectionPool.check_connection,
             name=f"logstream-store{'-read' if read_only else ''}",
             open=False,
         )
@@ -250,6 +269,15 @@ class PostgresStore(ServingStore):
     def close(self) -> None:
         """Close the connection pool."""
         self._pool.close()
+
+    def transient(self, error: BaseException) -> bool:
+        """Whether ``error`` says the server cannot be reached for now: a connection refused
+        or broken, the server shutting down or starting (``OperationalError``, SQLSTATE
+        classes 08, 53, 57), no pooled connection in time (``PoolTimeout``). A closed pool,
+        bad SQL or data are not."""
+        if isinstance(error, PoolClosed):
+            return False
+        return isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout))
 
     def _create_schema(self, conninfo: str, timeout: float) -> None:
         with _connect(conninfo, self._url, timeout) as conn:

@@ -41,9 +41,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from logstream.serving.reader import StoreReader
+from logstream.serving.retry import retried, retry
+from logstream.serving.safe_text import SafeConnection
 from logstream.serving.schema import (
     ALERTS_KEPT,
     BOTS_KEPT,
@@ -72,6 +74,8 @@ __all__ = [
     "ServingStore",
     "missing_schema",
 ]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -133,18 +137,26 @@ class ServingStore:
         The database file; its directory is created when writable.
     read_only : bool
         Open with ``mode=ro`` (the dashboard); the file must exist.
+    retry_s : float
+        Seconds an operation is retried while the store cannot be reached (:meth:`retry`;
+        ``--store-retry``); never for a SQLite file, which has no server to wait for.
 
     Raises
     ------
     sqlite3.OperationalError
         When a read-only store does not exist or cannot be opened.
+
+    Notes
+    -----
+    Every text a write binds is made safe for the store (:mod:`logstream.serving.safe_text`).
     """
 
     dialect: Dialect = SQLITE
 
-    def __init__(self, path: Path | str, read_only: bool = False) -> None:
+    def __init__(self, path: Path | str, read_only: bool = False, retry_s: float = 0.0) -> None:
         self.path: Path | None = Path(path)
         self.read_only = read_only
+        self.retry_s = retry_s
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as conn:
@@ -195,7 +207,7 @@ class ServingStore:
         try:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
-                yield conn
+                yield SafeConnection(conn)
         finally:
             conn.close()
 
@@ -230,18 +242,30 @@ class ServingStore:
         with self.read_transaction() as conn:
             yield StoreReader(conn)
 
+    def transient(self, error: BaseException) -> bool:
+        """Whether ``error`` says the store cannot be reached for now (never for SQLite)."""
+        return False
+
+    def retry(self, what: str, call: Callable[[], _T]) -> _T:
+        """``call()`` retried while the store cannot be reached, :attr:`retry_s` seconds at
+        most (:func:`logstream.serving.retry.retry`: why a retry stays exactly-once)."""
+        return retry(self, what, call)
+
     # -- pipeline side ---------------------------------------------------------------------
 
+    @retried
     def is_committed(self, query: str, batch_id: int) -> bool:
         """Whether micro-batch ``batch_id`` of ``query`` is already in the ledger."""
         with self.connection() as conn:
             return StoreReader(conn).is_committed(query, batch_id)
 
+    @retried
     def get_state(self, key: str) -> str | None:
         """A value of ``pipeline_state``, or None."""
         with self.connection() as conn:
             return StoreReader(conn).state_value(key)
 
+    @retried
     def set_state(self, values: dict[str, str]) -> None:
         """Upsert ``pipeline_state`` values in one transaction."""
         with self.transaction() as conn:
@@ -251,6 +275,7 @@ class ServingStore:
                 list(values.items()),
             )
 
+    @retried
     def record_follow_losses(self, losses: dict[str, int]) -> None:
         """Keep the follow source's running loss counts (from a progress row's end offset).
 
@@ -274,6 +299,7 @@ class ServingStore:
                 ],
             )
 
+    @retried
     def follow_losses(self) -> dict[str, int]:
         """The follow source's running counts: ``follow_truncations``, ``follow_lost_bytes``
         (bytes), ``follow_lost_lines`` (an estimate) and ``follow_lost_files``; 0 when absent
@@ -292,6 +318,7 @@ class ServingStore:
         value = self.get_state("max_event_time_ms")
         return None if value is None else int(value)
 
+    @retried
     def commit_ingest_views(self, query: str, write: IngestBatchWrite) -> bool:
         """Apply the windows of one ingest micro-batch ahead of the rest of it.
 
@@ -484,6 +511,7 @@ class ServingStore:
             query, write.batch_id, write.events, apply, write.late_events, write.quarantined
         )
 
+    @retried
     def record_progress(self, rows: Iterable[dict[str, Any]]) -> None:
         """Append streaming-query progress rows (from the listener; shown, never counted:
         a progress event can be lost in a crash, so counters come from the ledgered
@@ -500,6 +528,7 @@ class ServingStore:
                 [tuple(r.get(c) for c in cols) for r in rows],
             )
 
+    @retried
     def counters(self) -> dict[str, int]:
         """``events``, ``late_events``, ``quarantined``, ``corrupt_files``, ``duplicates``
         totals (0 when absent).
@@ -512,6 +541,7 @@ class ServingStore:
         with self.connection() as conn:
             return StoreReader(conn).counters()
 
+    @retried
     def record_duplicates(self, batch_id: int, dropped: int) -> None:
         """Record the lines the deduplication operator dropped in micro-batch ``batch_id``
         (from its progress; a micro-batch replayed after a crash reports the same number,
@@ -523,6 +553,7 @@ class ServingStore:
                 (batch_id, dropped),
             )
 
+    @retried
     def commit_batch(
         self,
         query: str,
@@ -569,6 +600,7 @@ class ServingStore:
             apply(conn)
         return True
 
+    @retried
     def session_stats_rows(self, window_starts: Iterable[str]) -> list[tuple[Any, ...]]:
         """Stored ``session_stats`` rows of the given windows, for merging: ``(window_start,
         window_end, sessions, bounces, pages, sketch)``."""
@@ -634,6 +666,7 @@ class ServingStore:
 
         return self.commit_batch("alerts", batch_id, len(alerts), apply)
 
+    @retried
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a read query and return rows as dictionaries."""
         with self.connection() as conn:
