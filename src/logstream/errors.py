@@ -80,6 +80,8 @@ class ReplayMismatchError(StateError):
     """Raised when Spark replans a micro-batch that was already delivered over other input
     than it was delivered with (its offsets were rolled back by hand): delivering it as it
     is would lose or repeat lines."""
+
+
 class RunFault(LogstreamError):
     """Raised when an I/O fault stops a run that had started: a disk full, a directory turned
     read-only, a file missing or corrupt, a store down (:mod:`logstream.cli.faults`).
