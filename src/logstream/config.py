@@ -33,6 +33,7 @@ __all__ = [
 #: --no-panel``; every one but ``hosts``, whose stream view is ``top_clients``).
 PANELS: tuple[str, ...] = (
     "visitors",
+    "requests",
     "static_requests",
     "not_found",
     "hosts",
@@ -47,6 +48,7 @@ PANELS: tuple[str, ...] = (
 #: Each panel's title, as GoAccess names it.
 PANEL_TITLES = {
     "visitors": "Unique visitors per day",
+    "requests": "Requested files (URLs)",
     "static_requests": "Static requests",
     "not_found": "Not found URLs (404s)",
     "hosts": "Visitor hostnames and IPs",
@@ -76,9 +78,9 @@ def check_panels(disabled: Sequence[str], static_extensions: Sequence[str]) -> N
     >>> check_panels(["oss"], [])
     Traceback (most recent call last):
     ...
-    ValueError: --no-panel: unknown panel 'oss': use one of visitors, static_requests, \
-not_found, hosts, os, browsers, virtual_hosts, referrers, referring_sites, remote_user, \
-geolocation
+    ValueError: --no-panel: unknown panel 'oss': use one of visitors, requests, \
+static_requests, not_found, hosts, os, browsers, virtual_hosts, referrers, referring_sites, \
+remote_user, geolocation
     """
     for name in disabled:
         if name not in PANELS:

@@ -70,9 +70,9 @@ NoPanelOption = Annotated[
     typer.Option(
         "--no-panel",
         metavar="PANEL",
-        help="Leave out one of GoAccess's panels (repeatable): visitors, static_requests, "
-        "not_found, hosts, os, browsers, virtual_hosts, referrers, referring_sites, "
-        "remote_user, geolocation. Default: every panel.",
+        help="Leave out one of GoAccess's panels (repeatable): visitors, requests, "
+        "static_requests, not_found, hosts, os, browsers, virtual_hosts, referrers, "
+        "referring_sites, remote_user, geolocation. Default: every panel.",
         show_default=False,
     ),
 ]

@@ -301,8 +301,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         metavar="PANEL",
         field="no_panel",
         help="Leave out one of GoAccess's panels of traffic_by_panel (repeatable): visitors, "
-        "static_requests, not_found, os, browsers, virtual_hosts, referrers, referring_sites, "
-        "remote_user, geolocation.",
+        "requests, static_requests, not_found, os, browsers, virtual_hosts, referrers, "
+        "referring_sites, remote_user, geolocation.",
         default=None,
         default_text="every panel the log format can fill",
     ),

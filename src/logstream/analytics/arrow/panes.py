@@ -221,9 +221,9 @@ def _sketch_panes(events: pa.Table, t_ms: np.ndarray, view: str, length: int) ->
     offsets = pc.list_value_length(hosts).to_pylist()
     flat = texts(pc.list_flatten(hosts))
     sketches, at = [], 0
-    for n in offsets:
-        sketches.append(hll_of(flat[at : at + (n or 0)]))
-        at += n or 0
+    for size in offsets:
+        sketches.append(hll_of(flat[at : at + (size or 0)]))
+        at += size or 0
     zeros = pa.array(np.zeros(n, dtype=np.int64))
     begin = grouped["start_ms"]
     return pa.table(

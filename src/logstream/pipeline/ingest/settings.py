@@ -87,7 +87,7 @@ def stream_panels(disabled: Iterable[str], fields: Iterable[str]) -> tuple[str, 
     Examples
     --------
     >>> stream_panels(["geolocation"], ["client_host", "user", "status"])
-    ('visitors', 'static_requests', 'not_found', 'remote_user')
+    ('visitors', 'requests', 'static_requests', 'not_found', 'remote_user')
     """
     off, have = set(disabled), set(fields)
     return tuple(
