@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,8 +18,18 @@ from logstream.cli.app import (
     app,
     spark_conf,
 )
+from logstream.cli.filter_options import (
+    FilterOption,
+    GrepOption,
+    SinceOption,
+    UntilOption,
+    VhostFromPathOption,
+    build_filter,
+    check_vhost_pattern,
+)
 from logstream.config import SparkSettings, validate_time_zone
 from logstream.errors import ConfigError
+from logstream.filters import EventFilter
 
 PathsArgument = Annotated[
     list[str],
@@ -114,6 +125,26 @@ ReturningOption = Annotated[
         "(docs/report.md). Off by default.",
     ),
 ]
+CompareOption = Annotated[
+    str | None,
+    typer.Option(
+        "--compare",
+        metavar="PERIOD",
+        help="Also compare each table's items with another period: previous (the range of "
+        "--since/--until just before it), day or week (that range a day or a week "
+        "earlier), or START..END; under comparison in the JSON.",
+        show_default=False,
+    ),
+]
+ThresholdOption = Annotated[
+    float,
+    typer.Option(
+        "--change-threshold",
+        min=0.0,
+        help="With --compare: flag an item up or down when its hits changed by more than "
+        "this fraction of the previous period's.",
+    ),
+]
 QuietOption = Annotated[
     bool,
     typer.Option(
@@ -141,6 +172,13 @@ def batch(
     site_host: SiteHostOption = None,
     heavy_hitters: HeavyHittersOption = False,
     returning: ReturningOption = False,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    filters: FilterOption = None,
+    greps: GrepOption = None,
+    vhost_from_path: VhostFromPathOption = None,
+    compare: CompareOption = None,
+    change_threshold: ThresholdOption = 0.5,
     quiet: QuietOption = False,
     master: MasterOption = None,
     conf: ConfOption = None,
@@ -151,13 +189,17 @@ def batch(
 
     Example: logstream batch ../shared/data/NASA_access_log_Jul95_day09.log.gz --top 5
     """
+    # the filter and the sites are checked before anything else starts (no JVM on a typo)
+    flt = build_filter(since, until, filters, greps)
+    previous = flt.previous(compare) if compare else None
+    site_pattern = check_vhost_pattern(vhost_from_path)
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from rich.console import Console
 
     from logstream.parsing import parse, resolve_format
     from logstream.reference import ReferenceTables, parse_reference_options
-    from logstream.report import build_report
+    from logstream.report.filtering import filtered_rows
     from logstream.report.panels import PANELS, check_panels
     from logstream.report.progress import SparkProgress, progress_enabled
     from logstream.session import get_spark
@@ -196,6 +238,13 @@ def batch(
     spark = get_spark(SparkSettings.build(master=master, extra=extra))
     # a sign of life on a terminal: Spark's tasks done of the total, polled in the background
     console = Console() if progress_enabled(quiet) else None
+    options = {
+        "time_zone": time_zone,
+        "reference": tables,
+        "panels": [p for p in PANELS if p not in (no_panel or [])],
+        "static_extensions": static_ext or [],
+        "site_host": site_host,
+    }
     with SparkProgress(spark.sparkContext, console):
         lines = read_lines(spark, inputs)
         fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
@@ -204,34 +253,93 @@ def batch(
             read, kept = Observation("read"), Observation("kept")
             lines = lines.observe(read, F.count("*").alias("lines"))
             lines = drop_duplicate_lines(lines).observe(kept, F.count("*").alias("lines"))
-        report = build_report(
-            parse(lines, fmt),
-            top=top,
-            time_zone=time_zone,
-            log_format=fmt.name,
+        report = _filtered_report(
+            lines,
+            fmt,
+            Filtering(flt, previous, site_pattern, change_threshold),
+            top,
+            {**options, "log_format": fmt.name},
             inputs=[str(p) for p in paths],
             quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
             corrupt_files=corrupt.result() if not strict else {},
-            reference=tables,
-            panels=[p for p in PANELS if p not in (no_panel or [])],
-            static_extensions=static_ext or [],
-            site_host=site_host,
         )
+        if heavy_hitters or returning:
+            refiltered = filtered_rows(parse(lines, fmt), flt, site_pattern).rows
         if heavy_hitters:
-            report["heavy_hitters"] = _heavy_hitters(parse(lines, fmt), fmt.fields, top)
+            report["heavy_hitters"] = _heavy_hitters(refiltered, fmt.fields, top)
         if returning:
             from dataclasses import asdict
 
             from logstream.analytics.returning import returning_visitors
             from logstream.parsing import events
 
-            days = returning_visitors(events(parse(lines, fmt)))
+            days = returning_visitors(events(refiltered))
             report["returning_visitors"] = [asdict(d) for d in days]
     checking.shutdown()
     report["general"]["skipped_files"] = skipped
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
     _show_and_write(report, quiet=quiet, json_path=json_path, html_path=html_path)
+
+
+@dataclass(frozen=True)
+class Filtering:
+    """What a filtered report of ``logstream batch`` keeps, and what it is compared with."""
+
+    current: EventFilter
+    previous: EventFilter | None
+    site_pattern: str | None
+    threshold: float
+
+
+def _filtered_report(
+    lines: Any, fmt: Any, filtering: Filtering, top: int, options: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    """The report of ``lines`` filtered by ``filtering.current`` (``options`` and ``extra``:
+    :func:`~logstream.report.build_report`'s), compared with its ``previous`` period when
+    there is one; ``general`` says which filter made it and how many lines it left out."""
+    from logstream.parsing import parse
+    from logstream.report import build_report
+    from logstream.report.compare import COMPARE_DEPTH
+    from logstream.report.filtering import filtered_rows
+
+    f = filtering
+    depth = max(top, COMPARE_DEPTH) if f.previous is not None else top
+    rows = filtered_rows(parse(lines, fmt), f.current, f.site_pattern)
+    report = build_report(rows.rows, top=depth, **options, **extra)
+    report["general"]["filter"] = f.current.describe()
+    report["general"]["filtered_out"] = rows.left_out()
+    if f.previous is None:
+        return report
+    before = filtered_rows(parse(lines, fmt), f.previous, f.site_pattern).rows
+    earlier = build_report(before, top=depth, **options)
+    report = _compared(report, earlier, f.previous, top, depth, f.threshold)
+    report["comparison"]["ranges"]["current"] = f.current.describe()
+    return report
+
+
+def _compared(
+    report: dict[str, Any],
+    before: dict[str, Any],
+    previous: Any,
+    top: int,
+    depth: int,
+    threshold: float,
+) -> dict[str, Any]:
+    """``report`` (computed with ``depth`` items a table) cut to ``top``, with the comparison
+    against ``before``, the report of the ``previous`` filter's period
+    (:mod:`logstream.report.compare`)."""
+    from logstream.report.compare import compare_reports, truncated
+
+    comparison = compare_reports(
+        report,
+        before,
+        top=top,
+        threshold=threshold,
+        ranges={"previous": previous.describe()},
+        depth=depth,
+    )
+    return {**truncated(report, top), "comparison": comparison}
 
 
 def _heavy_hitters(parsed: Any, fields: tuple[str, ...], top: int) -> dict[str, Any]:
@@ -263,6 +371,10 @@ def _show_and_write(
 
     if not quiet:
         render_terminal(report)
+        if "comparison" in report:
+            from logstream.report.compare import print_comparison
+
+            print_comparison(report["comparison"])
     note = skipped_note(report["general"]["skipped_files"])
     if note:  # after the tables, with the report's summary (on standard error: not a table)
         Console(stderr=True, highlight=False).print(f"[yellow]warning:[/yellow] {escape(note)}")
