@@ -30,7 +30,7 @@ __all__ = [
 
 #: GoAccess's panels, by their GoAccess JSON key, in GoAccess's order: the batch report's
 #: (``logstream batch --no-panel``) and the stream's ``traffic_by_panel`` (``logstream run
-#: --no-panel``; every one but ``hosts``, whose stream view is ``top_clients``).
+#: --no-panel``), each per minute there.
 PANELS: tuple[str, ...] = (
     "visitors",
     "requests",

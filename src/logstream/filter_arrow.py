@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from logstream.errors import ConfigError
-from logstream.filters import FILTER_COLUMNS, parse_instant
+from logstream.filters import FILTER_COLUMNS, EventFilter, check_expression, parse_instant
 
-__all__ = ["to_arrow"]
+__all__ = ["arrow_expression", "to_arrow"]
 
 _COMPARISONS = {
     exp.EQ: lambda a, b: a == b,
@@ -32,6 +32,28 @@ _COMPARISONS = {
     exp.LT: lambda a, b: a < b,
     exp.LTE: lambda a, b: a <= b,
 }
+
+
+def arrow_expression(flt: EventFilter) -> Any:
+    """``flt``'s time range and expressions as one ``pyarrow.compute.Expression`` over the
+    event columns, for a Parquet scan (``--grep`` needs the raw line, which the events do
+    not keep: it is refused here).
+
+    Raises
+    ------
+    ConfigError
+        For ``--grep``, or an expression with a construct :func:`to_arrow` lacks.
+    """
+    if flt.greps:
+        raise ConfigError("grep needs the raw line, which the events do not keep")
+    condition = pc.scalar(True)
+    if flt.since is not None:
+        condition = condition & (pc.field("event_time") >= pa.scalar(flt.since))
+    if flt.until is not None:
+        condition = condition & (pc.field("event_time") < pa.scalar(flt.until))
+    for expression in flt.expressions:
+        condition = condition & to_arrow(check_expression(expression))
+    return condition
 
 
 def to_arrow(tree: exp.Expression) -> Any:

@@ -22,7 +22,7 @@ malformed expression, a query or statement where a predicate belongs, and an unk
 exit status 2). The expression Spark receives is sqlglot's rendering of the checked tree, its
 identifiers quoted, so what was checked is what runs. The dashboard, which runs no Spark,
 evaluates the same tree with Arrow's compute kernels over the Parquet events
-(:meth:`EventFilter.arrow_expression`).
+(:func:`logstream.filter_arrow.arrow_expression`).
 
 This module imports no PySpark: the CLI checks filters before a JVM starts, and the dashboard
 never loads Spark.
@@ -47,6 +47,7 @@ __all__ = [
     "EventFilter",
     "check_expression",
     "check_grep",
+    "check_vhost_pattern",
     "parse_instant",
 ]
 
@@ -216,6 +217,27 @@ def check_grep(pattern: str) -> str:
         ) from None
     if not pattern:
         raise ConfigError("--grep '': an empty pattern matches every line: leave it out")
+    return pattern
+
+
+def check_vhost_pattern(pattern: str | None) -> str | None:
+    """Check ``--vhost-from-path``: a regular expression with at most one group that
+    matters (the first), as Java's ``regexp_extract`` reads it.
+
+    Raises
+    ------
+    ConfigError
+        When it does not compile.
+    """
+    if pattern is None:
+        return None
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise ConfigError(
+            f"--vhost-from-path {pattern!r} is not a regular expression ({e}): e.g. "
+            "'([^/]+)\\.access\\.log' takes www.a.example from /logs/www.a.example.access.log"
+        ) from None
     return pattern
 
 
@@ -409,32 +431,3 @@ class EventFilter:
         is_event = F.col(reason).isNull()
         fields = F.when(is_event, self.event_condition()).otherwise(F.lit(not self.on_events))
         return self.line_condition() & fields
-
-    # -- Arrow (the dashboard) ------------------------------------------------------------
-
-    def arrow_expression(self) -> Any:
-        """The time range and expressions as one ``pyarrow.compute.Expression`` over the
-        event columns, for a Parquet scan (``--grep`` needs the raw line, which the events
-        do not keep: it is refused here).
-
-        Raises
-        ------
-        ConfigError
-            For ``--grep``, or an expression with a construct the Arrow translation lacks
-            (:func:`logstream.filter_arrow.to_arrow`).
-        """
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from logstream.filter_arrow import to_arrow
-
-        if self.greps:
-            raise ConfigError("grep needs the raw line, which the events do not keep")
-        condition = pc.scalar(True)
-        if self.since is not None:
-            condition = condition & (pc.field("event_time") >= pa.scalar(self.since))
-        if self.until is not None:
-            condition = condition & (pc.field("event_time") < pa.scalar(self.until))
-        for expression in self.expressions:
-            condition = condition & to_arrow(check_expression(expression))
-        return condition

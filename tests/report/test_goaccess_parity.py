@@ -377,6 +377,7 @@ STREAM_KEYS = {
     "requests": lambda item, parent: item["data"],
     "static_requests": lambda item, parent: item["data"],
     "not_found": lambda item, parent: item["data"],
+    "hosts": lambda item, parent: item["data"],
     "referrers": lambda item, parent: item["data"],
     "referring_sites": lambda item, parent: item["data"],
     "os": lambda item, parent: item["data"],

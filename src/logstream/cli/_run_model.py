@@ -33,9 +33,17 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "10 minutes",
         "Processing time in which a re-sent line is recognised.",
     ),
+    "filter": (
+        (),
+        "Keep events where this Spark SQL condition holds (repeatable: AND).",
+    ),
     "follow": (
         None,
         "Follow a growing log file or glob, like tail -F (repeatable).",
+    ),
+    "grep": (
+        (),
+        "Keep lines whose raw text matches this regex (repeatable: AND).",
     ),
     "input_dir": (
         None,
@@ -105,6 +113,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "1 hour",
         "Window of session count and durations.",
     ),
+    "since": (
+        None,
+        "Keep events at or after this time: ISO 8601 or a span back from the start (2h).",
+    ),
     "sink": (
         "parquet",
         "",
@@ -160,6 +172,14 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
     "trigger": (
         "1 second",
         "'available-now' or an interval such as '5 seconds'.",
+    ),
+    "until": (
+        None,
+        "Keep events before this time: ISO 8601 or a span (30m).",
+    ),
+    "vhost_from_path": (
+        None,
+        "Take each line's virtual host from its file's path: the first group of this regex.",
     ),
     "watermark": (
         "10 minutes",

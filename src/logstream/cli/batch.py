@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,7 +28,6 @@ from logstream.cli.filter_options import (
 )
 from logstream.config import SparkSettings, validate_time_zone
 from logstream.errors import ConfigError
-from logstream.filters import EventFilter
 
 PathsArgument = Annotated[
     list[str],
@@ -199,7 +197,7 @@ def batch(
 
     from logstream.parsing import parse, resolve_format
     from logstream.reference import ReferenceTables, parse_reference_options
-    from logstream.report.filtering import filtered_rows
+    from logstream.report.filtering import Filtering, filtered_report, filtered_rows
     from logstream.report.panels import PANELS, check_panels
     from logstream.report.progress import SparkProgress, progress_enabled
     from logstream.session import get_spark
@@ -253,7 +251,7 @@ def batch(
             read, kept = Observation("read"), Observation("kept")
             lines = lines.observe(read, F.count("*").alias("lines"))
             lines = drop_duplicate_lines(lines).observe(kept, F.count("*").alias("lines"))
-        report = _filtered_report(
+        report = filtered_report(
             lines,
             fmt,
             Filtering(flt, previous, site_pattern, change_threshold),
@@ -264,17 +262,8 @@ def batch(
             corrupt_files=corrupt.result() if not strict else {},
         )
         if heavy_hitters or returning:
-            refiltered = filtered_rows(parse(lines, fmt), flt, site_pattern).rows
-        if heavy_hitters:
-            report["heavy_hitters"] = _heavy_hitters(refiltered, fmt.fields, top)
-        if returning:
-            from dataclasses import asdict
-
-            from logstream.analytics.returning import returning_visitors
-            from logstream.parsing import events
-
-            days = returning_visitors(events(refiltered))
-            report["returning_visitors"] = [asdict(d) for d in days]
+            rows = filtered_rows(parse(lines, fmt), flt, site_pattern).rows
+            report.update(_extras(rows, fmt.fields, top, heavy_hitters, returning))
     checking.shutdown()
     report["general"]["skipped_files"] = skipped
     if drop_duplicates:
@@ -282,64 +271,22 @@ def batch(
     _show_and_write(report, quiet=quiet, json_path=json_path, html_path=html_path)
 
 
-@dataclass(frozen=True)
-class Filtering:
-    """What a filtered report of ``logstream batch`` keeps, and what it is compared with."""
-
-    current: EventFilter
-    previous: EventFilter | None
-    site_pattern: str | None
-    threshold: float
-
-
-def _filtered_report(
-    lines: Any, fmt: Any, filtering: Filtering, top: int, options: dict[str, Any], **extra: Any
+def _extras(
+    rows: Any, fields: tuple[str, ...], top: int, heavy: bool, returning: bool
 ) -> dict[str, Any]:
-    """The report of ``lines`` filtered by ``filtering.current`` (``options`` and ``extra``:
-    :func:`~logstream.report.build_report`'s), compared with its ``previous`` period when
-    there is one; ``general`` says which filter made it and how many lines it left out."""
-    from logstream.parsing import parse
-    from logstream.report import build_report
-    from logstream.report.compare import COMPARE_DEPTH
-    from logstream.report.filtering import filtered_rows
+    """The opt-in sections of the report (``heavy_hitters``, ``returning_visitors``) of the
+    filtered ``rows``."""
+    from dataclasses import asdict
 
-    f = filtering
-    depth = max(top, COMPARE_DEPTH) if f.previous is not None else top
-    rows = filtered_rows(parse(lines, fmt), f.current, f.site_pattern)
-    report = build_report(rows.rows, top=depth, **options, **extra)
-    report["general"]["filter"] = f.current.describe()
-    report["general"]["filtered_out"] = rows.left_out()
-    if f.previous is None:
-        return report
-    before = filtered_rows(parse(lines, fmt), f.previous, f.site_pattern).rows
-    earlier = build_report(before, top=depth, **options)
-    report = _compared(report, earlier, f.previous, top, depth, f.threshold)
-    report["comparison"]["ranges"]["current"] = f.current.describe()
-    return report
+    from logstream.analytics.returning import returning_visitors
+    from logstream.parsing import events
 
-
-def _compared(
-    report: dict[str, Any],
-    before: dict[str, Any],
-    previous: Any,
-    top: int,
-    depth: int,
-    threshold: float,
-) -> dict[str, Any]:
-    """``report`` (computed with ``depth`` items a table) cut to ``top``, with the comparison
-    against ``before``, the report of the ``previous`` filter's period
-    (:mod:`logstream.report.compare`)."""
-    from logstream.report.compare import compare_reports, truncated
-
-    comparison = compare_reports(
-        report,
-        before,
-        top=top,
-        threshold=threshold,
-        ranges={"previous": previous.describe()},
-        depth=depth,
-    )
-    return {**truncated(report, top), "comparison": comparison}
+    out: dict[str, Any] = {}
+    if heavy:
+        out["heavy_hitters"] = _heavy_hitters(rows, fields, top)
+    if returning:
+        out["returning_visitors"] = [asdict(d) for d in returning_visitors(events(rows))]
+    return out
 
 
 def _heavy_hitters(parsed: Any, fields: tuple[str, ...], top: int) -> dict[str, Any]:

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from logstream.errors import ConfigError
-from logstream.filters import EventFilter
+from logstream.filters import EventFilter, check_vhost_pattern
 
 __all__ = [
     "FilterOption",
@@ -77,26 +76,3 @@ def build_filter(
     """The checked filter of the options (:meth:`EventFilter.build`); raises
     :class:`~logstream.errors.ConfigError` before any JVM starts."""
     return EventFilter.build(since, until, filters, greps)
-
-
-def check_vhost_pattern(pattern: str | None) -> str | None:
-    """Check ``--vhost-from-path``: a regular expression with at most one group that
-    matters (the first), as Java's ``regexp_extract`` reads it.
-
-    Raises
-    ------
-    ConfigError
-        When it does not compile.
-    """
-    import re
-
-    if pattern is None:
-        return None
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        raise ConfigError(
-            f"--vhost-from-path {pattern!r} is not a regular expression ({e}): e.g. "
-            "'([^/]+)\\.access\\.log' takes www.a.example from /logs/www.a.example.access.log"
-        ) from None
-    return pattern

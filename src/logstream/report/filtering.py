@@ -4,14 +4,19 @@ sites of ``--vhost-from-path`` and the filter of ``--since``, ``--until``, ``--f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from logstream.filters import EventFilter
-from logstream.parsing import REASON_COLUMN, fenced
+from logstream.parsing import REASON_COLUMN, CompiledFormat, fenced, parse
 from logstream.parsing.sites import with_site_from_path
+from logstream.report.batch import build_report
+from logstream.report.compare import COMPARE_DEPTH, compare_reports, truncated
 
-__all__ = ["FilteredRows", "filtered_rows"]
+__all__ = ["FilteredRows", "Filtering", "filtered_report", "filtered_rows"]
 
 
 class FilteredRows:
@@ -50,3 +55,61 @@ def filtered_rows(
     """``parsed`` with its sites from the file path and its filter applied (see
     :class:`FilteredRows`)."""
     return FilteredRows(parsed, flt, site_pattern)
+
+
+@dataclass(frozen=True)
+class Filtering:
+    """What a filtered report of ``logstream batch`` keeps, and what it is compared with."""
+
+    current: EventFilter
+    previous: EventFilter | None
+    site_pattern: str | None
+    threshold: float
+
+
+def filtered_report(
+    lines: DataFrame,
+    fmt: CompiledFormat,
+    filtering: Filtering,
+    top: int,
+    options: dict[str, Any],
+    **extra: Any,
+) -> dict[str, Any]:
+    """The report of ``lines`` filtered by ``filtering.current`` (``options`` and ``extra``:
+    :func:`~logstream.report.build_report`'s), compared with its ``previous`` period when
+    there is one; ``general`` says which filter made it and how many lines it left out."""
+    f = filtering
+    depth = max(top, COMPARE_DEPTH) if f.previous is not None else top
+    rows = filtered_rows(parse(lines, fmt), f.current, f.site_pattern)
+    report = build_report(rows.rows, top=depth, **options, **extra)
+    report["general"]["filter"] = f.current.describe()
+    report["general"]["filtered_out"] = rows.left_out()
+    if f.previous is None:
+        return report
+    before = filtered_rows(parse(lines, fmt), f.previous, f.site_pattern).rows
+    earlier = build_report(before, top=depth, **options)
+    report = _compared(report, earlier, f.previous, top, depth, f.threshold)
+    report["comparison"]["ranges"]["current"] = f.current.describe()
+    return report
+
+
+def _compared(
+    report: dict[str, Any],
+    before: dict[str, Any],
+    previous: Any,
+    top: int,
+    depth: int,
+    threshold: float,
+) -> dict[str, Any]:
+    """``report`` (computed with ``depth`` items a table) cut to ``top``, with the comparison
+    against ``before``, the report of the ``previous`` filter's period
+    (:mod:`logstream.report.compare`)."""
+    comparison = compare_reports(
+        report,
+        before,
+        top=top,
+        threshold=threshold,
+        ranges={"previous": previous.describe()},
+        depth=depth,
+    )
+    return {**truncated(report, top), "comparison": comparison}
