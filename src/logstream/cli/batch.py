@@ -319,7 +319,7 @@ def _show_and_write(
     if not quiet:
         render_terminal(report)
         if "comparison" in report:
-            from logstream.report.compare import print_comparison
+            from logstream.comparison import print_comparison
 
             print_comparison(report["comparison"])
     note = skipped_note(report["general"]["skipped_files"])

@@ -11,7 +11,7 @@ Everything is read from the serving store in one read transaction, as the rest o
   open panes;
 * **the range** (``since`` to ``until``; default the last hour of event time) and **the one
   before it** (the same length, just before): totals, and each panel's top items with their
-  change (:func:`logstream.report.compare.compare_reports`, hits and bytes: a panel's minute
+  change (:func:`logstream.comparison.compare_reports`, hits and bytes: a panel's minute
   windows do not add up to visitors);
 * **sites**: a row per virtual host in the range, and an ``all sites`` row, their sum;
 * **a filter or a site** needs the events, not the windows: the pipeline's ``events/``
@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from logstream.comparison import compare_reports
 from logstream.errors import ConfigError
 from logstream.filter_arrow import arrow_expression
 from logstream.filters import EventFilter, parse_instant
-from logstream.report.compare import compare_reports
 from logstream.serving import ServingStore, shared_reader, store_location
 
 __all__ = [

@@ -10,11 +10,11 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from logstream.comparison import COMPARE_DEPTH, compare_reports, truncated
 from logstream.filters import EventFilter
 from logstream.parsing import REASON_COLUMN, CompiledFormat, fenced, parse
 from logstream.parsing.sites import with_site_from_path
 from logstream.report.batch import build_report
-from logstream.report.compare import COMPARE_DEPTH, compare_reports, truncated
 
 __all__ = ["FilteredRows", "Filtering", "filtered_report", "filtered_rows"]
 
@@ -103,7 +103,7 @@ def _compared(
 ) -> dict[str, Any]:
     """``report`` (computed with ``depth`` items a table) cut to ``top``, with the comparison
     against ``before``, the report of the ``previous`` filter's period
-    (:mod:`logstream.report.compare`)."""
+    (:mod:`logstream.comparison`)."""
     comparison = compare_reports(
         report,
         before,

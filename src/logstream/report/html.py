@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from logstream.report.compare import comparison_html
+from logstream.comparison import comparison_html
 from logstream.report.panels import shown_panels
 from logstream.report.terminal import dedup_label
 from logstream.units import human_bytes
