@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from logstream.units import human_bytes
+
 __all__ = [
     "COMPARED_TABLES",
     "COMPARE_DEPTH",
@@ -215,34 +217,42 @@ def comparison_lines(
     comparison: dict[str, Any], rows: int = 5
 ) -> list[tuple[str, list[list[str]]]]:
     """The comparison as text tables for the terminal and HTML reports: ``(title, rows)``,
-    the first row the header; ``rows`` items per table."""
-    out = []
-    header = ["item", "hits", "Δ hits", "visitors", "Δ visitors", "bytes", "Δ bytes", "flag"]
+    the first row the header; ``rows`` items per table (the request's target without its
+    method and protocol, bytes in binary units; no visitors column where none is known)."""
 
     def cell(value: Any, signed: bool = False) -> str:
         if value is None:
             return "?"
         return f"{value:+,}" if signed else f"{value:,}"
 
-    general = [["total", "current", "previous", "change"]] + [
-        [name, cell(v["current"]), cell(v["previous"]), cell(v["change"], True)]
-        for name, v in comparison["general"].items()
+    def size(value: Any) -> str:
+        if value is None:
+            return "?"
+        return ("-" if value < 0 else "+") + human_bytes(abs(value))
+
+    out = [
+        (
+            "Compared with the previous period",
+            [["total", "current", "previous", "change"]]
+            + [
+                [name, cell(v["current"]), cell(v["previous"]), cell(v["change"], True)]
+                for name, v in comparison["general"].items()
+            ],
+        )
     ]
-    out.append(("Compared with the previous period", general))
     for table, items in comparison["tables"].items():
-        lines = [header]
-        for i in items[:rows]:
-            name = " ".join(p for p in (i.get("method"), i["data"], i.get("protocol")) if p)
+        shown = items[:rows]
+        visitors = any((i["current"] or {}).get("visitors") is not None for i in shown)
+        lines = [["item", "hits", "Δ hits", *(["Δ visitors"] if visitors else []), "Δ bytes", ""]]
+        for i in shown:
             a, d = i["current"] or {}, i["change"]
             lines.append(
                 [
-                    name or "-",
+                    i["data"] or "-",
                     cell(a.get("hits")),
                     cell(d["hits"], True),
-                    cell(a.get("visitors")),
-                    cell(d["visitors"], True),
-                    cell(a.get("bytes")),
-                    cell(d["bytes"], True),
+                    *([cell(d["visitors"], True)] if visitors else []),
+                    size(d["bytes"]),
                     i["flag"] or "",
                 ]
             )
@@ -269,7 +279,10 @@ def print_comparison(comparison: dict[str, Any], rows: int = 5) -> None:
     for title, lines in comparison_lines(comparison, rows):
         table = Table(title=title, title_justify="left")
         for i, name in enumerate(lines[0]):
-            table.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
+            if i == 0:  # the item: one line, cut with an ellipsis on a narrow terminal
+                table.add_column(name, overflow="ellipsis", no_wrap=True, max_width=44)
+            else:
+                table.add_column(name, justify="right", no_wrap=True)
         for line in lines[1:]:
             table.add_row(*line)
         console.print(table)

@@ -127,3 +127,18 @@ def test_the_all_sites_row_is_the_sum_of_the_sites(stream, own_reports):
         sum(g["bandwidth_bytes"] for g in own_reports.values()),
     )
     assert by_site == stream["sites"]
+
+
+def test_the_batch_report_takes_the_same_sites_from_the_paths(spark, site_files, own_reports):
+    """``logstream batch --vhost-from-path`` over the three files at once: its virtual hosts
+    panel has each site's own report, and its total their sum."""
+    root, _ = site_files
+    parsed = parse(read_lines(spark, [str(root)]), compile_format("combined"))
+    flt = EventFilter.build(filters=FILTER, greps=GREP)
+    report = build_report(
+        filtered_rows(parsed, flt, SITE_FROM_PATH).rows, top=10, panels=("virtual_hosts",)
+    )
+    panel = report["virtual_hosts"]
+    got = {i["data"]: (i["hits"], i["bytes"]) for i in panel["data"]}
+    assert got == {s: (g["valid_requests"], g["bandwidth_bytes"]) for s, g in own_reports.items()}
+    assert panel["metadata"]["hits"] == report["general"]["valid_requests"]

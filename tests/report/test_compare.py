@@ -17,7 +17,9 @@ from logstream.report.filtering import Filtering, filtered_report
 from logstream.sources import read_lines
 
 SINCE, UNTIL = "1995-07-05T16:00:00Z", "1995-07-12T16:00:00Z"
-_CLF = re.compile(r'^(\S+) \S+ \S+ \[(\d\d)/Jul/1995:(\d\d):(\d\d):(\d\d) -0400\] "(?:\S+ )?(\S*)')
+_CLF = re.compile(
+    r'^(\S+) \S+ \S+ \[(\d\d)/Jul/1995:(\d\d):(\d\d):(\d\d) -0400\] "(?:\S+ )?([^\s"]*)'
+)
 _TAIL = re.compile(r'" (\d{3}) (\d+|-)$')
 _T0 = int(datetime(1995, 7, 1, tzinfo=UTC).timestamp())
 
@@ -80,6 +82,7 @@ def test_a_week_against_the_week_before_has_the_deltas_of_two_counts(spark, july
         bytes_["change"]
         == want["current"]["all", "bytes"][""] - want["previous"]["all", "bytes"][""]
     )
+    flags: Counter[str | None] = Counter()
     for table in ("top_urls", "top_hosts", "top_not_found"):
         items = comparison["tables"][table]
         assert len(items) >= 5, table
@@ -90,7 +93,11 @@ def test_a_week_against_the_week_before_has_the_deltas_of_two_counts(spark, july
                 then = want["previous"][table, metric][key]
                 assert item["current"][metric] == now, (table, key, metric)
                 assert item["change"][metric] == now - then, (table, key, metric)
-            assert item["flag"] == "up"  # 7 days against 4.5 (the input begins on 07-01)
+            now, then = want["current"][table, "hits"][key], want["previous"][table, "hits"][key]
+            # 7 days against 4.5 (the input begins on 07-01): up beyond +50 % of the hits
+            assert item["flag"] == ("up" if now - then > 0.5 * then else None), (table, key)
+            flags[item["flag"]] += 1
+    assert flags["up"] > 5 and flags[None] > 0
     assert [u["url_path"] for u in report["top_urls"]] == [
         i["data"] for i in comparison["tables"]["top_urls"]
     ]
