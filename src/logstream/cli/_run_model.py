@@ -34,16 +34,16 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "Processing time in which a re-sent line is recognised.",
     ),
     "filter": (
-        (),
-        "Keep events where this Spark SQL condition holds (repeatable: AND).",
+        None,
+        "Keep events where this Spark SQL holds (AND).",
     ),
     "follow": (
         None,
         "Follow a growing log file or glob, like tail -F (repeatable).",
     ),
     "grep": (
-        (),
-        "Keep lines whose raw text matches this regex (repeatable: AND).",
+        None,
+        "Keep lines matching this regex (AND).",
     ),
     "input_dir": (
         None,
@@ -115,7 +115,7 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
     ),
     "since": (
         None,
-        "Keep events at or after this time: ISO 8601 or a span back from the start (2h).",
+        "Keep events from TIME (ISO 8601, or 2h ago).",
     ),
     "sink": (
         "parquet",
@@ -175,11 +175,11 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
     ),
     "until": (
         None,
-        "Keep events before this time: ISO 8601 or a span (30m).",
+        "Keep events before TIME.",
     ),
     "vhost_from_path": (
         None,
-        "Take each line's virtual host from its file's path: the first group of this regex.",
+        "Site of a line: REGEX's first group in its path.",
     ),
     "watermark": (
         "10 minutes",

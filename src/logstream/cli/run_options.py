@@ -189,7 +189,6 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         metavar="EXPR",
         field="filter",
         default=None,
-        default_text="none",
     ),
     _option(
         "grep",
@@ -199,7 +198,6 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         metavar="REGEX",
         field="grep",
         default=None,
-        default_text="none",
     ),
     _option("socket", str | None, "--socket", INPUT, metavar="HOST:PORT", field="socket"),
     _option(

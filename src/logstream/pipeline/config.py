@@ -361,24 +361,15 @@ class PipelineConfig(BaseModel):
         default=None, description="Your site's host: its referrals leave the referrer panels."
     )
     since: str | None = Field(
-        default=None,
-        description="Keep events at or after this time: ISO 8601 or a span back from the start "
-        "(2h).",
+        default=None, description="Keep events from TIME (ISO 8601, or 2h ago)."
     )
-    until: str | None = Field(
-        default=None, description="Keep events before this time: ISO 8601 or a span (30m)."
+    until: str | None = Field(default=None, description="Keep events before TIME.")
+    filter: tuple[str, ...] = Field(  # None: none (_repeated)
+        default=None, description="Keep events where this Spark SQL holds (AND)."
     )
-    filter: tuple[str, ...] = Field(
-        default=(),
-        description="Keep events where this Spark SQL condition holds (repeatable: AND).",
-    )
-    grep: tuple[str, ...] = Field(
-        default=(), description="Keep lines whose raw text matches this regex (repeatable: AND)."
-    )
+    grep: tuple[str, ...] = Field(default=None, description="Keep lines matching this regex (AND).")
     vhost_from_path: str | None = Field(
-        default=None,
-        description="Take each line's virtual host from its file's path: the first group of "
-        "this regex.",
+        default=None, description="Site of a line: REGEX's first group in its path."
     )
     sinks: tuple[str, ...] = ()
     sink_outputs: tuple[str, ...] = Field(  # resolved by _sink_outputs
