@@ -41,9 +41,10 @@ DEFAULT_STORE = DEFAULT_OUTPUT_DIR / DEFAULT_STORE_NAME
 
 #: GoAccess's panels, by their GoAccess JSON key, in GoAccess's order: the batch report's
 #: (``logstream batch --no-panel``) and the stream's ``traffic_by_panel`` (``logstream run
-#: --no-panel``; every one but ``hosts``, whose stream view is ``top_clients``).
+#: --no-panel``), each per minute there.
 PANELS: tuple[str, ...] = (
     "visitors",
+    "requests",
     "static_requests",
     "not_found",
     "hosts",
@@ -58,6 +59,7 @@ PANELS: tuple[str, ...] = (
 #: Each panel's title, as GoAccess names it.
 PANEL_TITLES = {
     "visitors": "Unique visitors per day",
+    "requests": "Requested files (URLs)",
     "static_requests": "Static requests",
     "not_found": "Not found URLs (404s)",
     "hosts": "Visitor hostnames and IPs",
@@ -87,9 +89,9 @@ def check_panels(disabled: Sequence[str], static_extensions: Sequence[str]) -> N
     >>> check_panels(["oss"], [])
     Traceback (most recent call last):
     ...
-    ValueError: --no-panel: unknown panel 'oss': use one of visitors, static_requests, \
-not_found, hosts, os, browsers, virtual_hosts, referrers, referring_sites, remote_user, \
-geolocation
+    ValueError: --no-panel: unknown panel 'oss': use one of visitors, requests, \
+static_requests, not_found, hosts, os, browsers, virtual_hosts, referrers, referring_sites, \
+remote_user, geolocation
     """
     for name in disabled:
         if name not in PANELS:

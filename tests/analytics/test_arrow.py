@@ -36,7 +36,16 @@ from logstream.reference import Enricher, agent_class_column
 from logstream.reference.tables import ReferenceTables, load_table
 from logstream.sources import read_lines
 
-VIEWS = ("traffic", "pages", "visitors", "clients", "not_found", "static_requests")
+VIEWS = (
+    "traffic",
+    "pages",
+    "visitors",
+    "clients",
+    "requests",
+    "not_found",
+    "static_requests",
+    "hosts",
+)
 
 
 def _elastic_agents(combined_log) -> list[str]:
@@ -51,7 +60,7 @@ def nasa_events(spark, nasa_day):
     from logstream.pipeline.ingest.panels import _item_columns
 
     ev = events(parse(read_lines(spark, [nasa_day]), compile_format("common"))).limit(12_000)
-    items = _item_columns(("static_requests", "not_found"), (), None)
+    items = _item_columns(("requests", "static_requests", "not_found", "hosts"), (), None)
     ev = ev.select(
         "*",
         F.unix_millis("event_time").alias("t_ms"),

@@ -107,6 +107,7 @@ def test_traffic_totals_and_per_minute_points(tmp_path):
         "events": sum(range(1, 61)) + 6,
         "late_events": 0,
         "quarantined": 0,
+        "filtered": 0,
         "corrupt_files": 0,
         "duplicates": 0,
     }

@@ -85,6 +85,7 @@ def test_the_removed_copies_are_counted(runs, nasa_day):
         "events": 11998,
         "late_events": 0,
         "quarantined": 0,
+        "filtered": 0,
         "corrupt_files": 0,
         "duplicates": twins,
     }

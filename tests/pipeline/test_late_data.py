@@ -77,6 +77,7 @@ def test_late_events_are_not_counted_in_any_window(spark, late_run):
         "events": on_time,
         "late_events": 5,
         "quarantined": 0,
+        "filtered": 0,
         "corrupt_files": 0,
         "duplicates": 0,
     }

@@ -108,6 +108,7 @@ def test_serving_store_holds_every_window_including_open_ones(spark, streamed):
         "events": 35272,
         "late_events": 0,
         "quarantined": 0,
+        "filtered": 0,
         "corrupt_files": 0,
         "duplicates": 0,
     }

@@ -82,6 +82,7 @@ def restart_to_the_end(spark, tmp: Path, chunks: Path) -> None:
         "events": 3 * PER_FILE,
         "late_events": 1,
         "quarantined": 1,
+        "filtered": 0,
         "corrupt_files": 0,
         "duplicates": 0,
     }

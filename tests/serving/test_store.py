@@ -51,6 +51,7 @@ def test_a_replayed_batch_changes_nothing(tmp_path):
         "events": 8,
         "late_events": 2,
         "quarantined": 4,
+        "filtered": 0,
         "corrupt_files": 0,
         "duplicates": 0,
     }
@@ -118,6 +119,7 @@ def test_read_only_store_refuses_writes_and_missing_files(tmp_path):
         "events": 0,
         "late_events": 0,
         "quarantined": 0,
+        "filtered": 0,
         "corrupt_files": 0,
         "duplicates": 0,
     }

@@ -40,7 +40,8 @@ The last three are the *dimension views*: their keys are columns added by refere
 (:class:`logstream.reference.Enricher`), which the events must carry when one of them is
 computed; a null key (a client in no known network) counts as ``unknown``.
 
-The *panel views* (:data:`PANEL_VIEWS`: ``static_requests``, ``not_found``, ``os``,
+The *panel views* (:data:`PANEL_VIEWS`: ``requests``, ``static_requests``, ``not_found``,
+``hosts``, ``os``,
 ``browsers``, ``virtual_hosts``, ``referrers``, ``referring_sites``, ``remote_user``,
 ``geolocation``) are GoAccess's panels per minute: their keys are the per-event columns of
 :mod:`logstream.pipeline.ingest.panels` (a null key: the event is not in the panel, as a
@@ -92,8 +93,10 @@ __all__ = [
 #: The panel views (GoAccess's panels per minute) and the event column keying each
 #: (:mod:`logstream.pipeline.ingest.panels`; null: the event is not in the panel).
 PANEL_VIEWS = {
+    "requests": "p_request",
     "static_requests": "p_static",
     "not_found": "p_not_found",
+    "hosts": "p_host",
     "os": "p_os",
     "browsers": "p_browser",
     "virtual_hosts": "p_vhost",

@@ -33,9 +33,17 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "10 minutes",
         "Processing time in which a re-sent line is recognised.",
     ),
+    "filter": (
+        None,
+        "Keep events where this Spark SQL holds (AND).",
+    ),
     "follow": (
         None,
         "Follow a growing log file or glob, like tail -F (repeatable).",
+    ),
+    "grep": (
+        None,
+        "Keep lines matching this regex (AND).",
     ),
     "input_dir": (
         None,
@@ -105,6 +113,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "1 hour",
         "Window of session count and durations.",
     ),
+    "since": (
+        None,
+        "Keep events from TIME (ISO 8601, or 2h ago).",
+    ),
     "sink": (
         "parquet",
         "",
@@ -164,6 +176,14 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
     "trigger": (
         "1 second",
         "'available-now' or an interval such as '5 seconds'.",
+    ),
+    "until": (
+        None,
+        "Keep events before TIME.",
+    ),
+    "vhost_from_path": (
+        None,
+        "Site of a line: REGEX's first group in its path.",
     ),
     "watermark": (
         "10 minutes",

@@ -17,6 +17,15 @@ from logstream.cli.app import (
     app,
     spark_conf,
 )
+from logstream.cli.filter_options import (
+    FilterOption,
+    GrepOption,
+    SinceOption,
+    UntilOption,
+    VhostFromPathOption,
+    build_filter,
+    check_vhost_pattern,
+)
 from logstream.config import SparkSettings, validate_time_zone
 from logstream.errors import ConfigError
 
@@ -75,9 +84,9 @@ NoPanelOption = Annotated[
     typer.Option(
         "--no-panel",
         metavar="PANEL",
-        help="Leave out one of GoAccess's panels (repeatable): visitors, static_requests, "
-        "not_found, hosts, os, browsers, virtual_hosts, referrers, referring_sites, "
-        "remote_user, geolocation. Default: every panel.",
+        help="Leave out one of GoAccess's panels (repeatable): visitors, requests, "
+        "static_requests, not_found, hosts, os, browsers, virtual_hosts, referrers, "
+        "referring_sites, remote_user, geolocation. Default: every panel.",
         show_default=False,
     ),
 ]
@@ -119,6 +128,26 @@ ReturningOption = Annotated[
         "(docs/report.md). Off by default.",
     ),
 ]
+CompareOption = Annotated[
+    str | None,
+    typer.Option(
+        "--compare",
+        metavar="PERIOD",
+        help="Also compare each table's items with another period: previous (the range of "
+        "--since/--until just before it), day or week (that range a day or a week "
+        "earlier), or START..END; under comparison in the JSON.",
+        show_default=False,
+    ),
+]
+ThresholdOption = Annotated[
+    float,
+    typer.Option(
+        "--change-threshold",
+        min=0.0,
+        help="With --compare: flag an item up or down when its hits changed by more than "
+        "this fraction of the previous period's.",
+    ),
+]
 QuietOption = Annotated[
     bool,
     typer.Option(
@@ -146,6 +175,13 @@ def batch(
     site_host: SiteHostOption = None,
     heavy_hitters: HeavyHittersOption = False,
     returning: ReturningOption = False,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    filters: FilterOption = None,
+    greps: GrepOption = None,
+    vhost_from_path: VhostFromPathOption = None,
+    compare: CompareOption = None,
+    change_threshold: ThresholdOption = 0.5,
     quiet: QuietOption = False,
     master: MasterOption = None,
     conf: ConfOption = None,
@@ -156,13 +192,17 @@ def batch(
 
     Example: logstream batch ../shared/data/NASA_access_log_Jul95_day09.log.gz --top 5
     """
+    # the filter and the sites are checked before anything else starts (no JVM on a typo)
+    flt = build_filter(since, until, filters, greps)
+    previous = flt.previous(compare) if compare else None
+    site_pattern = check_vhost_pattern(vhost_from_path)
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from rich.console import Console
 
     from logstream.parsing import parse, resolve_format
     from logstream.reference import ReferenceTables, parse_reference_options
-    from logstream.report import build_report
+    from logstream.report.filtering import Filtering, filtered_report, filtered_rows
     from logstream.report.panels import PANELS, check_panels
     from logstream.report.progress import REPORT_STEPS, StepProgress, progress_enabled
     from logstream.session import get_spark
@@ -209,6 +249,13 @@ def batch(
     progress = StepProgress(
         spark.sparkContext, console, steps=steps, input_bytes=sum(_size(f) for f in files)
     )
+    options = {
+        "time_zone": time_zone,
+        "reference": tables,
+        "panels": [p for p in PANELS if p not in (no_panel or [])],
+        "static_extensions": static_ext or [],
+        "site_host": site_host,
+    }
     with progress:
         lines = read_lines(spark, inputs)
         fmt = resolve_format(log_format, sample_lines(lines) if log_format == "auto" else None)
@@ -217,33 +264,20 @@ def batch(
             read, kept = Observation("read"), Observation("kept")
             lines = lines.observe(read, F.count("*").alias("lines"))
             lines = drop_duplicate_lines(lines).observe(kept, F.count("*").alias("lines"))
-        report = build_report(
-            parse(lines, fmt),
-            top=top,
-            time_zone=time_zone,
-            log_format=fmt.name,
+        report = filtered_report(
+            lines,
+            fmt,
+            Filtering(flt, previous, site_pattern, change_threshold),
+            top,
+            {**options, "log_format": fmt.name, "protocol_required": "protocol" in fmt.fields},
             inputs=[str(p) for p in paths],
             quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
             corrupt_files=corrupt.result() if not strict else {},
-            reference=tables,
-            panels=[p for p in PANELS if p not in (no_panel or [])],
-            static_extensions=static_ext or [],
-            site_host=site_host,
-            protocol_required="protocol" in fmt.fields,
             on_step=progress.step,
         )
-        if heavy_hitters:
-            progress.step("heavy hitters")
-            report["heavy_hitters"] = _heavy_hitters(parse(lines, fmt), fmt.fields, top)
-        if returning:
-            progress.step("returning visitors")
-            from dataclasses import asdict
-
-            from logstream.analytics.returning import returning_visitors
-            from logstream.parsing import events
-
-            days = returning_visitors(events(parse(lines, fmt)))
-            report["returning_visitors"] = [asdict(d) for d in days]
+        if heavy_hitters or returning:
+            rows = filtered_rows(parse(lines, fmt), flt, site_pattern).rows
+            report.update(_extras(rows, fmt.fields, top, heavy_hitters, returning, progress.step))
     checking.shutdown()
     report["general"]["skipped_files"] = skipped
     if drop_duplicates:
@@ -257,6 +291,31 @@ def _size(path: str) -> int:
         return Path(path).stat().st_size
     except OSError:
         return 0
+
+
+def _extras(
+    rows: Any,
+    fields: tuple[str, ...],
+    top: int,
+    heavy: bool,
+    returning: bool,
+    step: Any,
+) -> dict[str, Any]:
+    """The opt-in sections of the report (``heavy_hitters``, ``returning_visitors``) of the
+    filtered ``rows``, each announced to ``step`` (the progress bar's) as it starts."""
+    from dataclasses import asdict
+
+    from logstream.analytics.returning import returning_visitors
+    from logstream.parsing import events
+
+    out: dict[str, Any] = {}
+    if heavy:
+        step("heavy hitters")
+        out["heavy_hitters"] = _heavy_hitters(rows, fields, top)
+    if returning:
+        step("returning visitors")
+        out["returning_visitors"] = [asdict(d) for d in returning_visitors(events(rows))]
+    return out
 
 
 def _heavy_hitters(parsed: Any, fields: tuple[str, ...], top: int) -> dict[str, Any]:
@@ -288,6 +347,10 @@ def _show_and_write(
 
     if not quiet:
         render_terminal(report)
+        if "comparison" in report:
+            from logstream.comparison import print_comparison
+
+            print_comparison(report["comparison"])
     note = skipped_note(report["general"]["skipped_files"])
     if note:  # after the tables, with the report's summary (on standard error: not a table)
         Console(stderr=True, highlight=False).print(f"[yellow]warning:[/yellow] {escape(note)}")

@@ -171,6 +171,34 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         field="max_bytes_per_trigger",
         min=1,
     ),
+    _option(
+        "vhost_from_path",
+        str | None,
+        "--vhost-from-path",
+        INPUT,
+        metavar="REGEX",
+        field="vhost_from_path",
+    ),
+    _option("since", str | None, "--since", INPUT, metavar="TIME", field="since"),
+    _option("until", str | None, "--until", INPUT, metavar="TIME", field="until"),
+    _option(
+        "filter",
+        list[str] | None,
+        "--filter",
+        INPUT,
+        metavar="EXPR",
+        field="filter",
+        default=None,
+    ),
+    _option(
+        "grep",
+        list[str] | None,
+        "--grep",
+        INPUT,
+        metavar="REGEX",
+        field="grep",
+        default=None,
+    ),
     _option("socket", str | None, "--socket", INPUT, metavar="HOST:PORT", field="socket"),
     _option(
         "kafka_bootstrap",
@@ -302,8 +330,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         metavar="PANEL",
         field="no_panel",
         help="Leave out one of GoAccess's panels of traffic_by_panel (repeatable): visitors, "
-        "static_requests, not_found, os, browsers, virtual_hosts, referrers, referring_sites, "
-        "remote_user, geolocation.",
+        "requests, static_requests, not_found, os, browsers, virtual_hosts, referrers, "
+        "referring_sites, remote_user, geolocation.",
         default=None,
         default_text="every panel the log format can fill",
     ),

@@ -101,6 +101,7 @@ def progress_printer(console: Console, ref: list[Any]) -> Any:
             f"{row['batch_duration_ms']:,} ms; watermark {watermark or '-'}; "
             f"state rows {state_rows:,}; events {totals.events:,}, "
             f"late {totals.late_events:,}, quarantined {totals.quarantined:,}"
+            + (f", filtered {totals.filtered:,}" if totals.filtered else "")
             + (
                 f"; {plural(dups, 'duplicate')} dropped"
                 if (dups := row.get("duplicates_dropped"))
@@ -123,7 +124,8 @@ def print_summary(console: Console, pipeline: Any, outputs: str) -> None:
         dedup = "deduplication off"
     console.print(
         f"done: {t.events:,} on-time events, {t.late_events:,} late, {t.quarantined:,} "
-        f"quarantined, {dedup}, in {plural(t.batches, 'micro-batch')}; {outputs}"
+        f"quarantined, {f'{t.filtered:,} filtered, ' if t.filtered else ''}{dedup}, "
+        f"in {plural(t.batches, 'micro-batch')}; {outputs}"
         + (follow_losses_text(pipeline.store.follow_losses()) if pipeline.cfg.follow else "")
         + (
             f"; {plural(int(lost), 'Kafka message')} deleted before they were read"

@@ -40,6 +40,7 @@ from logstream.dashboard.devices import (
     devices_row,
     read_devices,
 )
+from logstream.dashboard.explore import explore_section, register_explore
 from logstream.dashboard.figures import (
     bytes_figure,
     dimension_figure,
@@ -399,11 +400,13 @@ def create_app(
     def layout() -> Any:
         label = redact_url(str(_shown_path(store_path)))
         page = build_layout(refresh_ms, spark_ui_url or _spark_ui_for_request(), label)
+        page.children[1].children.insert(3, explore_section())  # after the KPIs
         if devices_dir is not None:
             page.children[1].children.insert(3, devices_row())  # after the KPIs
         return page
 
     app.layout = layout
+    register_explore(app, store_path)
 
     if devices_dir is not None:
 

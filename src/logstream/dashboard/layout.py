@@ -473,6 +473,8 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             f"{lag} behind the newest event" if lag else "",
         )
     )
+    if snap.counters.get("filtered"):  # logstream run --filter/--grep/--since/--until
+        cards.append(counter("filtered", "Filtered lines", "filtered", "left out by the filter"))
     if snap.follow_losses:  # the follow source records its losses: show them, even when 0
         lost = snap.follow_losses
         cards.append(

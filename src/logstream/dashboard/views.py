@@ -292,8 +292,8 @@ def dimension(
 
 
 #: The panel views of the store (``traffic_by_dimension``'s ``dimension``), in GoAccess's
-#: order: every panel but ``visitors`` (its own table) and ``hosts`` (the top clients).
-PANEL_VIEWS = tuple(p for p in PANELS if p not in ("visitors", "hosts"))
+#: order: every panel but ``visitors`` (its own table).
+PANEL_VIEWS = tuple(p for p in PANELS if p != "visitors")
 
 
 def panels(read: StoreReader, range_start: str | None, top: int) -> PanelItems | None:

@@ -17,6 +17,7 @@ name                                       type     meaning
 ``logstream_events_total``                 counter  on-time events delivered
 ``logstream_late_events_total``            counter  events behind the watermark (``late_events``)
 ``logstream_quarantined_lines_total``      counter  unparseable lines (``quarantine``)
+``logstream_filtered_lines_total``         counter  lines ``run``'s filter left out (``--filter``)
 ``logstream_corrupt_files_total``          counter  input files cut short
 ``logstream_duplicates_dropped_total``     counter  re-sent lines dropped (``--dedup``)
 ``logstream_micro_batches_total``          counter  micro-batches committed (the store's ledger)
@@ -84,6 +85,7 @@ _COUNTERS = (
     ("events", "logstream_events", "On-time events delivered."),
     ("late_events", "logstream_late_events", "Events behind the watermark (late_events)."),
     ("quarantined", "logstream_quarantined_lines", "Unparseable lines sent to quarantine."),
+    ("filtered", "logstream_filtered_lines", "Lines the run's filter left out (counted)."),
     ("corrupt_files", "logstream_corrupt_files", "Input files that could not be read whole."),
     ("duplicates", "logstream_duplicates_dropped", "Re-sent lines dropped by --dedup."),
 )

@@ -18,6 +18,7 @@ from pydantic import (
 
 from logstream.config import DEFAULT_OUTPUT_DIR, DEFAULT_STORE_NAME, check_panels, config_error
 from logstream.errors import ConfigError, LogstreamError
+from logstream.filters import EventFilter, check_vhost_pattern
 
 __all__ = [
     "DEFAULT_STORE_NAME",
@@ -233,14 +234,26 @@ class PipelineConfig(BaseModel):
         ``traffic_by_network`` when there is no networks table and ``bot_scores`` when there
         is no bot model; naming one without it is an error.
     no_panel : tuple of str
-        GoAccess's panels left out of ``traffic_by_panel`` (:data:`logstream.config.PANELS`;
-        ``hosts`` is the stream's ``top_clients`` and has no panel rows). A panel the log
+        GoAccess's panels left out of ``traffic_by_panel`` (:data:`logstream.config.PANELS`,
+        each per minute; ``hosts`` feeds the dashboard's last minutes). A panel the log
         format cannot fill is left out too: ``os`` and ``browsers`` need a user agent, the
         referrer panels a referrer, ``remote_user`` a ``%u`` field.
     static_ext : tuple of str
         Extensions counted as static files besides GoAccess's list (``.webp``).
     site_host : str, optional
         Your own site's host name: its referrals leave the referrer panels.
+    since, until : str, optional
+        Keep the events from ``since`` (inclusive) to ``until`` (exclusive): ISO 8601, or a
+        span back from the start (``2h``; resolved at each start: a fixed range replays
+        exactly, a relative one from the restart's clock) (:mod:`logstream.filters`).
+    filter : tuple of str
+        Keep the events where each Spark SQL condition over the event columns holds.
+    grep : tuple of str
+        Keep the lines whose raw text matches each regular expression. A line the filter
+        leaves out is counted (``counters.filtered``), never a window, never quarantined.
+    vhost_from_path : str, optional
+        Take each line's virtual host from its file's path: the first group of this regular
+        expression (:mod:`logstream.parsing.sites`).
     bot_model : Path, optional
         A bot model directory (``logstream model train bots``): the ``bot_scores`` output
         scores every final client window with it (:mod:`logstream.ml.bots`). Checked at
@@ -353,6 +366,17 @@ class PipelineConfig(BaseModel):
     )
     site_host: str | None = Field(
         default=None, description="Your site's host: its referrals leave the referrer panels."
+    )
+    since: str | None = Field(
+        default=None, description="Keep events from TIME (ISO 8601, or 2h ago)."
+    )
+    until: str | None = Field(default=None, description="Keep events before TIME.")
+    filter: tuple[str, ...] = Field(  # None: none (_repeated)
+        default=None, description="Keep events where this Spark SQL holds (AND)."
+    )
+    grep: tuple[str, ...] = Field(default=None, description="Keep lines matching this regex (AND).")
+    vhost_from_path: str | None = Field(
+        default=None, description="Site of a line: REGEX's first group in its path."
     )
     sinks: tuple[str, ...] = ()
     sink_outputs: tuple[str, ...] = Field(  # resolved by _sink_outputs
@@ -534,6 +558,24 @@ class PipelineConfig(BaseModel):
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"socket {value!r} is not HOST:PORT (e.g. localhost:9999)")
         return value
+
+    @field_validator("filter", "grep", mode="before")
+    @classmethod
+    def _repeated(cls, value: object) -> tuple[str, ...]:
+        return (value,) if isinstance(value, str) else tuple(value or ())  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _filtered(self) -> PipelineConfig:
+        try:
+            self.event_filter()
+            check_vhost_pattern(self.vhost_from_path)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def event_filter(self) -> EventFilter:
+        """The run's filter (:mod:`logstream.filters`), its relative times from now."""
+        return EventFilter.build(self.since, self.until, self.filter, self.grep)
 
     @model_validator(mode="after")
     def _source_needs(self) -> PipelineConfig:

@@ -35,16 +35,19 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructField, StructType, TimestampType
 
 from logstream import analytics, errors
 from logstream.analytics.alerts import AlertConfig
 from logstream.errors import LogFormatError, LogstreamError
+from logstream.filters import FILTERED_REASON, EventFilter
 from logstream.monitoring import ProgressListener
-from logstream.parsing import CompiledFormat, events, parse, resolve_format
+from logstream.parsing import REASON_COLUMN, CompiledFormat, events, parse, resolve_format
 from logstream.parsing.detect import written_offset
+from logstream.parsing.sites import with_site_from_path
 from logstream.pipeline.checkpoint import restore_newest
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.identity import claim
@@ -70,7 +73,7 @@ from logstream.sinks.route import OutputPublisher, check_sinks, parse_sink
 from logstream.sources import drop_duplicate_lines, stream_lines
 from logstream.sources.kafka import data_loss_error
 
-__all__ = ["Pipeline", "detect_file_format", "detect_stream_format"]
+__all__ = ["Pipeline", "detect_file_format", "detect_stream_format", "marked_filtered"]
 
 
 def _ms(interval: str) -> int:
@@ -94,6 +97,38 @@ def _logstream_error(error: BaseException) -> LogstreamError | None:
 
 
 log = logging.getLogger(__name__)
+
+
+def marked_filtered(parsed: DataFrame, flt: EventFilter) -> DataFrame:
+    """The parsed stream with the lines ``flt`` leaves out marked: their
+    :data:`~logstream.parsing.REASON_COLUMN` is :data:`~logstream.filters.FILTERED_REASON`.
+
+    The mark is made once, in the stream both paths of the micro-batch read, before
+    ``foreachBatch``: each path counts the marked lines as ``filtered`` where it counts the
+    quarantined ones, and writes them nowhere (:func:`~logstream.pipeline.ingest.watermark.
+    is_quarantined`), so ``on-time + late + quarantined + filtered = lines read``. An event
+    must pass the time range and the expressions; every line (an unparseable one too) must
+    match each ``--grep``; an unparseable line that does is quarantined as before.
+
+    Parameters
+    ----------
+    parsed : DataFrame
+        :func:`logstream.parsing.parse`'s output (streaming or batch).
+    flt : EventFilter
+        The run's filter; when empty, ``parsed`` is returned as it is.
+
+    Returns
+    -------
+    DataFrame
+        The same columns; a projection (no filter: nothing for Spark to push into the parse).
+    """
+    if not flt.active:
+        return parsed
+    reason = F.col(REASON_COLUMN)
+    left_out = ~flt.line_condition() | (reason.isNull() & ~flt.event_condition())
+    return parsed.withColumn(
+        REASON_COLUMN, F.when(left_out, F.lit(FILTERED_REASON)).otherwise(reason)
+    )
 
 
 def detect_stream_format(cfg: PipelineConfig) -> CompiledFormat:
@@ -195,7 +230,10 @@ class Pipeline:
             # every event would be "unknown": a view that costs and says nothing
             log.info("format %s has no user agent: traffic_by_agent is not computed", self.fmt.name)
             self.outputs = tuple(q for q in self.outputs if q != "traffic_by_agent")
-        self.panels = stream_panels(self.cfg.no_panel, self.fmt.fields)
+        # a site taken from the file's path fills the virtual hosts panel of any format
+        fields = (*self.fmt.fields, *(("virtual_host",) if self.cfg.vhost_from_path else ()))
+        self.panels = stream_panels(self.cfg.no_panel, fields)
+        self.filter = self.cfg.event_filter()  # relative times from this start
         if not self.panels:
             self.outputs = tuple(q for q in self.outputs if q != "traffic_by_panel")
         sinks = tuple(parse_sink(url, self.cfg.state_dir / "sinks") for url in self.cfg.sinks)
@@ -222,6 +260,9 @@ class Pipeline:
                 # the offset the log is written in: the dashboard's times by default
                 "log_offset": log_offset(first_input_file(self.cfg)) or "",
                 "queries": ",".join(self.outputs) or "none",
+                # where the dashboard reads the events a filter needs (logstream.filters)
+                "output_dir": str(self.cfg.output_dir),
+                "output_format": self.cfg.output_format,
             }
         )
         cfg = self.cfg
@@ -308,6 +349,7 @@ class Pipeline:
         if self.cfg.dedup:
             lines = drop_duplicate_lines(lines, self.cfg.dedup_window)
         parsed = parse(lines, self.fmt, self.cfg.max_future_seconds)
+        parsed = marked_filtered(with_site_from_path(parsed, self.cfg.vhost_from_path), self.filter)
         writer = (
             parsed.writeStream.queryName(INGEST_QUERY)
             .foreachBatch(self.gate.wrap(INGEST_QUERY, self.ingest))

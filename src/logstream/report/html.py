@@ -11,6 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from logstream.comparison import comparison_html
 from logstream.report.panels import shown_panels
 from logstream.report.terminal import dedup_label
 from logstream.units import human_bytes
@@ -112,6 +113,21 @@ def _sessions_html(v: dict[str, Any] | None) -> str:
     return f'<h2>Visitor sessions</h2>\n<div class="grid" id="sessions">{tiles}</div>'
 
 
+def _filter_html(general: dict[str, Any]) -> str:
+    """The filter that made the report (``logstream batch --since/--until/--filter/--grep``)
+    and the lines it left out; ``""`` without one."""
+    f = general.get("filter")
+    if not f:
+        return ""
+    parts = [f"since {f['since_utc']}" if f.get("since_utc") else ""]
+    parts += [f"until {f['until_utc']}" if f.get("until_utc") else ""]
+    parts += [*f.get("filter", []), *(f"grep {g!r}" for g in f.get("grep", []))]
+    shown = " · ".join(html.escape(p) for p in parts if p)
+    out = general.get("filtered_out")
+    left = f"; {out:,} lines left out" if out is not None else ""
+    return f'<p id="filter">Filtered: <code>{shown}</code>{left}.</p>'
+
+
 def render_html(report: dict[str, Any]) -> str:
     """Return the report as a self-contained HTML document (charts work offline)."""
     g = report["general"]
@@ -173,6 +189,7 @@ def render_html(report: dict[str, Any]) -> str:
 <p>Log format <code>{html.escape(g["log_format"])}</code>; calendar in {
         html.escape(g["time_zone"])
     }{" (the log's own offset)" if g.get("time_zone_source") == "log" else ""}.</p>
+{_filter_html(g)}
 <div class="grid" id="general">{card_html}</div>
 {charts[0]}
 <h2>Status codes</h2>
@@ -200,6 +217,7 @@ def render_html(report: dict[str, Any]) -> str:
 {_table(report["top_not_found"], [("url_path", "URL"), ("requests", "requests")])}
 {_reference_html(report.get("reference"))}
 {_panels_html(report)}
+{comparison_html(report.get("comparison"))}
 <h2>Quarantined lines</h2>
 {_table(reasons, [("reason", "reason"), ("lines", "lines")]) if reasons else "<p>None.</p>"}
 {

@@ -13,7 +13,8 @@ two reports agree on the same log:
   method and protocol (``GET /a.css HTTP/1.1``);
 * a **not-found** request is one answered 404; a **static** request is any other whose target
   ends with a static extension (:data:`STATIC_EXTENSIONS`, case-insensitive; a target with a
-  query string after the extension is not static);
+  query string after the extension is not static); the **requests** panel (GoAccess's
+  "requested files") holds the others: neither answered 404 nor static;
 * a **referring site** is the referrer's host: the text after its first ``//`` up to the next
   ``/``. With ``site_host`` the site's own referrals are left out of both referrer panels
   (GoAccess's ``--hide-referer``);
@@ -73,6 +74,7 @@ PANEL_COLUMNS = ("query_string", "method", "protocol", "referrer", "user", "virt
 #: The rows of :func:`panel_views` each panel is read from.
 _AGENT_VIEW = "p_agent"  # key: user agent ("-" for none), key2: host; for _FROM_AGENTS
 _ITEM_VIEWS = {  # key: the item, at: the visitor (a hash of host, day and user agent)
+    "requests": "p_request",
     "static_requests": "p_static",
     "not_found": "p_404",
     "referrers": "p_referrer",
@@ -81,6 +83,8 @@ _ITEM_VIEWS = {  # key: the item, at: the visitor (a hash of host, day and user 
     "virtual_hosts": "p_vhost",
 }
 _FROM_AGENTS = ("visitors", "hosts", "os", "browsers", "geolocation")
+#: The panels of requests, keyed by target, method and protocol.
+_REQUEST_PANELS = ("requests", "static_requests", "not_found")
 #: The per-line columns of :func:`panel_inputs`, read by :func:`panel_views`.
 _P_AGENT, _P_VISITOR, _P_TARGET = "_p_agent", "_p_visitor", "_p_target"
 _P_METHOD_PROTOCOL, _P_SITE = "_p_method_protocol", "_p_site"
@@ -119,20 +123,25 @@ def panel_views(
     -------
     list of Column
         Structs for ``F.inline``: ``p_agent`` (user agent, host, day) when a panel of visitors,
-        hosts, OS or browsers is shown; ``p_static`` and ``p_404`` (the request, ``method
-        protocol``, the visitor's hash in ``at``); ``p_referrer``, ``p_site`` and ``p_user``
-        (the item, the visitor's hash).
+        hosts, OS or browsers is shown; ``p_request``, ``p_static`` and ``p_404`` (the
+        request, ``method protocol``, the visitor's hash in ``at``); ``p_referrer``,
+        ``p_site`` and ``p_user`` (the item, the visitor's hash).
     """
     host, agent = F.col("client_host"), F.col(_P_AGENT)
     visitor = F.col(_P_VISITOR)
     out = []
     if any(p in panels for p in _FROM_AGENTS):
         out.append(view(_AGENT_VIEW, agent, host, on_day=day, when=is_event))
-    if "static_requests" in panels or "not_found" in panels:
+    if any(p in panels for p in _REQUEST_PANELS):
         target, method_protocol = F.col(_P_TARGET), F.col(_P_METHOD_PROTOCOL)
         is_404 = F.col("status") == 404
-        is_static = ~is_404 & is_static_target(target, static_extensions)
-        for panel, when in (("static_requests", is_static), ("not_found", is_404)):
+        static_target = is_static_target(target, static_extensions)
+        is_static = ~is_404 & static_target
+        for panel, when in (
+            ("requests", ~is_404 & ~static_target),
+            ("static_requests", is_static),
+            ("not_found", is_404),
+        ):
             if panel in panels:
                 view_name = _ITEM_VIEWS[panel]
                 out.append(
@@ -410,7 +419,7 @@ def shown_panels(
             continue
         first = "day" if name == "visitors" else "data"
         columns = [("data", first)]
-        if name in ("static_requests", "not_found"):
+        if name in _REQUEST_PANELS:
             columns.append(("request", "method · protocol"))
         columns += [("hits", "hits"), ("visitors", "visitors"), ("bytes", "bytes")]
         rows: list[dict[str, Any]] = []

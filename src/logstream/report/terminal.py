@@ -54,6 +54,20 @@ def report_console() -> Console:
     return console if console.is_terminal else Console(width=UNBOUNDED_WIDTH)
 
 
+def _filter_rows(general: dict[str, Any]) -> list[tuple[str, str]]:
+    """The filter that made the report and the lines it left out (none without one)."""
+    f = general.get("filter")
+    if not f:
+        return []
+    parts = [f"since {f['since_utc']}" if f.get("since_utc") else ""]
+    parts += [f"until {f['until_utc']}" if f.get("until_utc") else ""]
+    parts += [*f.get("filter", []), *(f"grep {g!r}" for g in f.get("grep", []))]
+    rows = [("Filter", " · ".join(p for p in parts if p))]
+    if general.get("filtered_out") is not None:
+        rows.append(("Lines left out by the filter", f"{general['filtered_out']:,}"))
+    return rows
+
+
 def render_terminal(report: dict[str, Any], console: Console | None = None) -> None:
     """Print ``report`` (from :func:`~logstream.report.batch.build_report`) as tables
     (on :func:`report_console` unless ``console`` is given)."""
@@ -81,6 +95,7 @@ def render_terminal(report: dict[str, Any], console: Console | None = None) -> N
         ("Last event", str(g["last_event"])),
         ("Log format", g["log_format"]),
         ("Time zone", g["time_zone"]),
+        *_filter_rows(g),
     ]:
         general.add_row(label, value)
     console.print(Panel(general, title="logstream batch report", expand=False))

@@ -66,7 +66,7 @@ __all__ = [
 INGEST_QUERY = "ingest"
 
 
-_COUNTERS = ("events", "late_events", "quarantined", "corrupt_files")
+_COUNTERS = ("events", "late_events", "quarantined", "filtered", "corrupt_files")
 
 
 def follow_losses(state: dict[str, Any]) -> dict[str, int]:
@@ -137,7 +137,7 @@ class StoreReader:
         return None if row is None else row[0]
 
     def counter_totals(self) -> dict[str, int]:
-        """The ``counters`` table: ``events``, ``late_events``, ``quarantined``,
+        """The ``counters`` table: ``events``, ``late_events``, ``quarantined``, ``filtered``,
         ``corrupt_files`` (0 when absent), committed with their ingest micro-batch."""
         out = dict.fromkeys(_COUNTERS, 0)
         out.update({r[0]: int(r[1]) for r in self._all("SELECT name, value FROM counters")})
@@ -507,6 +507,39 @@ class StoreReader:
             params,
         )
         return BotTotals(*(int(v) for v in row))
+
+    # -- a chosen range (the dashboard's explore section) ---------------------------------
+
+    def range_traffic(self, start: str, end: str) -> dict[str, int]:
+        """The per-minute traffic windows starting in ``[start, end)`` summed: ``requests``,
+        ``bytes``, ``status_1xx`` … ``status_5xx``, ``errors`` (0 when none)."""
+        columns = ("requests", "bytes", *(f"status_{c}xx" for c in "12345"), "errors")
+        row = self._one(
+            f"SELECT {', '.join(f'SUM({c})' for c in columns)} FROM traffic_per_minute "
+            "WHERE window_start >= ? AND window_start < ?",
+            (start, end),
+        )
+        return {c: int(v or 0) for c, v in zip(columns, row, strict=True)}
+
+    def range_items(
+        self, dimensions: tuple[str, ...], start: str, end: str, top: int
+    ) -> list[tuple[str, str, int, int, int]]:
+        """``(dimension, key, hits, bytes, items)`` of each dimension's ``top`` keys by hits
+        over the ``traffic_by_dimension`` windows starting in ``[start, end)``; ``items`` is
+        the dimension's number of keys there."""
+        if not dimensions:
+            return []
+        rows = self._all(
+            "SELECT dimension, key, hits, bytes, items FROM ("
+            "SELECT dimension, key, SUM(requests) AS hits, SUM(bytes) AS bytes, "
+            "ROW_NUMBER() OVER (PARTITION BY dimension ORDER BY SUM(requests) DESC, key) AS n, "
+            "COUNT(*) OVER (PARTITION BY dimension) AS items FROM traffic_by_dimension "
+            f"WHERE dimension IN ({', '.join('?' * len(dimensions))}) "
+            "AND window_start >= ? AND window_start < ? GROUP BY dimension, key) AS ranked "
+            f"WHERE n <= {int(top)} ORDER BY dimension, n",
+            (*dimensions, start, end),
+        )
+        return [(r[0], r[1], int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
 
 _ALERT_COLS = "window_start, window_end, series, metric, value, mean, std, z, direction"

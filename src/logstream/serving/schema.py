@@ -21,8 +21,8 @@ settings, the follow source's running loss counts (``follow_lost_bytes`` …,
 ``trending_pages(window_start, window_end, url_path, requests)``
 ``unique_visitors(window_start, window_end, visitors, sketch)``: the estimate of the merged
 HLL sketch (the sketch itself stays in the pipeline's state; the column is kept null)
-``counters(name, value)``: ``events``, ``late_events``, ``quarantined``, ``corrupt_files``,
-committed with their ingest micro-batch
+``counters(name, value)``: ``events``, ``late_events``, ``quarantined``, ``filtered`` (lines
+a run's filter left out), ``corrupt_files``, committed with their ingest micro-batch
 ``dedup_batches(batch_id, dropped)``: lines the deduplication operator dropped per micro-batch,
 from the query's progress (``duplicates`` in :meth:`~logstream.serving.ServingStore.counters`
 is their sum)
@@ -45,8 +45,9 @@ direction)``: the latest :data:`ALERTS_KEPT` anomaly alerts
 … status_5xx, errors)``: traffic per window of the reference-data views (``sections``,
 ``agents``, ``networks``; :mod:`logstream.reference`), upserted like ``traffic_per_minute``,
 kept for the retention like ``trending_pages`` (the Parquet outputs keep every window);
-also GoAccess's panels per minute (``dimension`` ``os``, ``browsers``, ``geolocation``,
-``static_requests``, ``not_found``, ``referrers``, ``referring_sites``, ``remote_user``: the
+also GoAccess's panels per minute (``dimension`` ``requests``, ``hosts``, ``os``,
+``browsers``, ``geolocation``, ``static_requests``, ``not_found``, ``referrers``,
+``referring_sites``, ``remote_user``: the
 ``traffic_by_panel`` output's live view)
 ``daily_visitors(day, window_start, window_end, requests, visitors, bytes)``: GoAccess's
 visitors panel, a row per UTC day (exact unique visitors: host, day and user agent), upserted

@@ -90,6 +90,8 @@ class IngestBatchWrite:
     events: int = 0
     late_events: int = 0
     quarantined: int = 0
+    #: lines the run's filter left out (--since, --until, --filter, --grep: logstream.filters)
+    filtered: int = 0
     corrupt_files: int = 0  #: input files that could not be read to their end
     max_event_time_ms: int | None = None
     traffic: list[tuple[Any, ...]] = field(default_factory=list)  # in TRAFFIC_COLS order
@@ -458,6 +460,7 @@ class ServingStore:
                     ("events", write.events),
                     ("late_events", write.late_events),
                     ("quarantined", write.quarantined),
+                    ("filtered", write.filtered),
                     ("corrupt_files", write.corrupt_files),
                 ],
             )

@@ -57,6 +57,7 @@ from logstream.analytics.arrow.panes import (
 from logstream.analytics.arrow.sketches import hll_estimate
 from logstream.analytics.pages import is_content_page
 from logstream.analytics.panes import DAILY_VIEW, DIMENSION_VIEWS, PANEL_VIEWS
+from logstream.filters import FILTERED_REASON
 from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.ingest.driver_publish import (
     close_sessions,
@@ -74,6 +75,7 @@ from logstream.pipeline.ingest.watermark import (
     FUTURE_REASON,
     ahead_bound_ms,
     ahead_detail,
+    is_quarantined,
     quantile_index,
     since_of,
 )
@@ -143,7 +145,7 @@ def _projection(
     )
     columns = [
         *(F.col(c) for c in EVENT_COLUMNS),
-        F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line")).alias("raw_line"),
+        F.when(is_quarantined(), F.col("raw_line")).alias("raw_line"),
         F.col(REASON_COLUMN),
         F.unix_millis("event_time").alias("t_ms"),
         F.unix_micros("event_time").alias("t_us"),
@@ -272,16 +274,19 @@ def deliver_on_driver(
     if watermark_ms is not None:
         is_late = is_event & (t_us <= watermark_ms * 1000)
     on_time_mask = is_event & ~is_late
+    is_filtered = pc.fill_null(pc.equal(rows[REASON_COLUMN], FILTERED_REASON), False)
+    is_filtered = is_filtered.to_numpy(zero_copy_only=False)
     event_times = t_ms[is_event]
     write = IngestBatchWrite(
         batch_id=batch_id,
         events=int(on_time_mask.sum()),
         late_events=int(is_late.sum()),
-        quarantined=int((~is_event).sum()),
+        quarantined=int((~is_event & ~is_filtered).sum()),
+        filtered=int(is_filtered.sum()),
         corrupt_files=len(corrupt),
         max_event_time_ms=int(event_times.max()) if len(event_times) else None,
     )
-    if not (write.events or write.late_events or write.quarantined or write.corrupt_files):
+    if not (rows.num_rows or write.corrupt_files):
         return None, prev, {}
     newest = max(prev.max_event_ms or 0, write.max_event_time_ms or 0) or None
     next_watermark = s.watermark_at(newest)
@@ -320,7 +325,15 @@ def deliver_on_driver(
                 stage._step("committed_views", batch_id)
     # 7. publish
     publish_events(
-        stage, rows, on_time, is_event, is_late, watermark_ms, corrupt, write, ahead_rows
+        stage,
+        rows,
+        on_time,
+        is_event | is_filtered,
+        is_late,
+        watermark_ms,
+        corrupt,
+        write,
+        ahead_rows,
     )
     if next_watermark is not None:
         closes = s.closes_windows(prev.final_until_ms, next_watermark)

@@ -130,7 +130,7 @@ def publish_events(
     stage: StageContext,
     rows: pa.Table,
     on_time: pa.Table,
-    is_event: np.ndarray,
+    not_quarantined: np.ndarray,
     is_late: np.ndarray,
     watermark_ms: int | None,
     corrupt: dict[str, str],
@@ -138,7 +138,9 @@ def publish_events(
     ahead_rows: pa.Table | None = None,
 ) -> None:
     """The events, late events and quarantined lines (``events_task`` of the Spark steps);
-    ``ahead_rows``: the raw text and file of the events the in-batch rule quarantined."""
+    ``not_quarantined``: the rows that are events or lines the filter left out (counted, not
+    quarantined); ``ahead_rows``: the raw text and file of the events the in-batch rule
+    quarantined."""
     batch_id = write.batch_id
     out = stage.output_dir
     with stage._timed("events"):
@@ -172,7 +174,7 @@ def publish_events(
                 )
             ]
         if write.quarantined or corrupt:
-            bad = rows.filter(pa.array(~is_event))
+            bad = rows.filter(pa.array(~not_quarantined))
             if ahead_rows is not None:  # their raw text, read for them
                 has_text = pc.is_valid(bad["raw_line"])
                 bad = bad.filter(has_text)

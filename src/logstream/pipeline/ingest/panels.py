@@ -10,8 +10,10 @@ windows, summed over a log, equal the report's items:
 ==================  ===============  ========================================================
 view                column           the event's item (null: not in the panel)
 ==================  ===============  ========================================================
+``requests``        ``p_request``    its request target, when neither static nor answered 404
 ``static_requests`` ``p_static``     its request target, when static and not answered 404
 ``not_found``       ``p_not_found``  its request target, when answered 404
+``hosts``           ``p_host``       its client host
 ``os``              ``p_os``         its user agent's OS family (``Unknown`` without one)
 ``browsers``        ``p_browser``    its user agent's browser family (``Unknown`` without)
 ``virtual_hosts``   ``p_vhost``      its virtual host (``%v``)
@@ -135,15 +137,18 @@ def _item_columns(
         protocol_required=protocol_required,
     )
     is_404 = status == 404
+    static_target = is_static_target(target, static_extensions)
     referrer = F.col("referrer")
     site = referring_site(referrer)
     shown = shown_referrer(referrer, site, site_host)
     visitor = F.concat_ws("\n", F.col("client_host"), F.coalesce(F.col("user_agent"), F.lit("-")))
     columns = {
-        "static_requests": F.when(~is_404 & is_static_target(target, static_extensions), target),
+        "requests": F.when(~is_404 & ~static_target, target),
+        "static_requests": F.when(~is_404 & static_target, target),
         "not_found": F.when(is_404, target),
         "referrers": F.when(shown, referrer),
         "referring_sites": F.when(shown & (site != ""), site),
+        "hosts": F.col("client_host"),
         "remote_user": F.col("user"),
         "virtual_hosts": F.col("virtual_host"),
         DAILY_VIEW: F.when(status.between(400, 499), F.lit("")).otherwise(visitor),

@@ -36,7 +36,7 @@ from logstream.pipeline.ingest.alerts import score_alerts, score_bots
 from logstream.pipeline.ingest.fold import Folded
 from logstream.pipeline.ingest.sessions import close_sessions
 from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, WRITERS, iso
-from logstream.pipeline.ingest.watermark import FUTURE_REASON, Split
+from logstream.pipeline.ingest.watermark import FUTURE_REASON, Split, is_quarantined
 from logstream.pipeline.state import SnapshotMeta
 from logstream.schema import EVENT_COLUMNS, QUARANTINE_SCHEMA
 from logstream.serving import IngestBatchWrite
@@ -92,7 +92,7 @@ def events_task(stage: StageContext, split: Split, corrupt: dict[str, str]) -> C
             if write.late_events:
                 _publish_late(stage, parsed.where(is_event & is_late), split.watermark, write)
             if write.quarantined or corrupt:
-                _publish_quarantine(stage, parsed.where(~is_event), corrupt, write)
+                _publish_quarantine(stage, parsed.where(is_quarantined()), corrupt, write)
 
     return publish_events
 

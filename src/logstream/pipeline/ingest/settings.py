@@ -65,8 +65,9 @@ DIMENSION_OUTPUTS = {
     "traffic_by_network": "networks",
 }
 
-#: GoAccess's panels the stream counts (``traffic_by_panel``): the batch report's but
-#: ``hosts`` (the stream's hosts are ``top_clients``). ``visitors`` is the daily view.
+#: GoAccess's panels the stream counts (``traffic_by_panel``): the batch report's, each per
+#: minute (``hosts`` too: the dashboard's last minutes read its top clients there; the
+#: ``top_clients`` output ranks whole client windows). ``visitors`` is the daily view.
 STREAM_PANELS = ("visitors", *PANEL_VIEWS)
 
 #: The event fields a panel needs in the log format, beyond the request and the client.
@@ -87,7 +88,7 @@ def stream_panels(disabled: Iterable[str], fields: Iterable[str]) -> tuple[str, 
     Examples
     --------
     >>> stream_panels(["geolocation"], ["client_host", "user", "status"])
-    ('visitors', 'static_requests', 'not_found', 'remote_user')
+    ('visitors', 'requests', 'static_requests', 'not_found', 'hosts', 'remote_user')
     """
     off, have = set(disabled), set(fields)
     return tuple(
@@ -291,6 +292,7 @@ class IngestTotals:
     events: int = 0
     late_events: int = 0
     quarantined: int = 0
+    filtered: int = 0
     watermark_ms: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 
 from logstream.analytics.panes import DIMENSION_VIEWS
 from logstream.errors import ReplayMismatchError
-from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.checkpoint import check_replay, offset_entry
 from logstream.pipeline.ingest.commit import commit_batch
 from logstream.pipeline.ingest.context import StageContext
@@ -31,7 +30,7 @@ from logstream.pipeline.ingest.publish import (
     events_task,
     run_concurrently,
 )
-from logstream.pipeline.ingest.watermark import split_batch
+from logstream.pipeline.ingest.watermark import is_quarantined, split_batch
 from logstream.pipeline.state import SnapshotMeta
 from logstream.serving import IngestBatchWrite
 from logstream.sinks import run_stateful_plan
@@ -118,7 +117,7 @@ class IngestStage(StageContext):
                 self.path = "spark"
                 # keep the raw text only where it is needed (quarantine): a smaller cache
                 parsed = parsed.withColumn(
-                    "raw_line", F.when(F.col(REASON_COLUMN).isNotNull(), F.col("raw_line"))
+                    "raw_line", F.when(is_quarantined(), F.col("raw_line"))
                 ).persist(StorageLevel.MEMORY_AND_DISK)
                 cached.append(parsed)
                 delivered = self._deliver(parsed, batch_id, prev, corrupt, cached)
@@ -136,6 +135,7 @@ class IngestStage(StageContext):
             self.totals.events += write.events
             self.totals.late_events += write.late_events
             self.totals.quarantined += write.quarantined
+            self.totals.filtered += write.filtered
             if meta.max_event_ms is not None:
                 self.totals.watermark_ms = self.settings.watermark_at(meta.max_event_ms)
 

@@ -4,8 +4,10 @@ The watermark of micro-batch ``N`` is the newest event time of every earlier mic
 minus the delay (``--watermark``), read from snapshot ``N − 1``: the textbook rule (Spark
 guide, "Handling Late Data and Watermarking"; book Ch. 12), deterministic, so a replay
 recomputes the same value. An event at or before it is a *late event*, the other events are
-*on time*, an unparseable line is *quarantined*; one aggregation counts the three and finds
-the newest event time, so that ``on-time + late + quarantined = lines read``.
+*on time*, an unparseable line is *quarantined*, and a line the run's filter leaves out
+(:func:`logstream.pipeline.run.marked_filtered`: its reason is ``filtered``) is *filtered*;
+one aggregation counts the four and finds the newest event time, so that ``on-time + late +
+quarantined + filtered = lines read``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pyspark.sql import functions as F
 
 from logstream.analytics.bounds import at_most
 from logstream.analytics.panes import gathered
+from logstream.filters import FILTERED_REASON
 from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.ingest.settings import iso_ms
 from logstream.pipeline.state import SnapshotMeta
@@ -34,6 +37,7 @@ __all__ = [
     "Split",
     "ahead_bound_ms",
     "ahead_detail",
+    "is_quarantined",
     "since_of",
     "split_batch",
 ]
@@ -84,6 +88,13 @@ def ahead_detail(bound_ms: int) -> str:
         "more than the watermark delay ahead of the 99.9th percentile of its micro-batch's "
         f"event times: after {iso_ms(bound_ms)}"
     )
+
+
+def is_quarantined() -> Column:
+    """A parsed row is a quarantined line: it has a reason, and that reason is not the
+    filter's (a filtered line is counted, never quarantined)."""
+    reason = F.col(REASON_COLUMN)
+    return reason.isNotNull() & (reason != F.lit(FILTERED_REASON))
 
 
 def since_of(prev: SnapshotMeta, outputs: tuple[str, ...]) -> dict[str, int]:
@@ -190,12 +201,13 @@ def split_batch(
         events=counts["on_time"],
         late_events=counts["late"],
         quarantined=counts["quarantined"],
+        filtered=counts["filtered"],
         corrupt_files=len(corrupt),
         max_event_time_ms=counts["max_ms"],
     )
-    if not (write.events or write.late_events or write.quarantined or write.corrupt_files):
+    lines = write.events + write.late_events + write.quarantined + write.filtered
+    if not (lines or write.corrupt_files):
         return None
-    lines = write.events + write.late_events + write.quarantined
     stage.single_partition = lines <= s.single_partition_rows
     stage._adapt()
     newest = max(prev.max_event_ms or 0, write.max_event_time_ms or 0) or None
@@ -211,18 +223,25 @@ def split_batch(
 
 
 def _counts(parsed: DataFrame, is_event: Column, is_late: Column) -> Any:
-    """The batch's on-time events, late events and quarantined lines, its newest event time
-    and the :data:`AHEAD_QUANTILE` quantile of its event times, in one aggregation."""
+    """The batch's on-time events, late events, quarantined and filtered lines, its newest
+    event time and the :data:`AHEAD_QUANTILE` quantile of its event times, in one
+    aggregation."""
     t_ms = F.when(is_event, F.unix_millis("event_time"))
     quantile = F.expr(f"percentile_disc({AHEAD_QUANTILE}) WITHIN GROUP (ORDER BY _t_ms)").cast(
         "bigint"
     )
     return (
-        parsed.select(is_event.alias("_e"), is_late.alias("_l"), t_ms.alias("_t_ms"))
+        parsed.select(
+            is_event.alias("_e"),
+            is_late.alias("_l"),
+            t_ms.alias("_t_ms"),
+            F.coalesce(F.col(REASON_COLUMN) == F.lit(FILTERED_REASON), F.lit(False)).alias("_f"),
+        )
         .agg(
             F.count_if(F.col("_e") & ~F.col("_l")).alias("on_time"),
             F.count_if(F.col("_e") & F.col("_l")).alias("late"),
-            F.count_if(~F.col("_e")).alias("quarantined"),
+            F.count_if(~F.col("_e") & ~F.col("_f")).alias("quarantined"),
+            F.count_if(F.col("_f")).alias("filtered"),
             F.max("_t_ms").alias("max_ms"),
             quantile.alias("quantile_ms"),
         )

@@ -1,0 +1,259 @@
+"""The dashboard's explore section: the last N minutes live, a filter, a site, a range against
+the one before, and every site (:mod:`logstream.dashboard.explore_data`).
+
+Its controls live in the page's URL (``?filter=…&since=…&until=…&site=…&minutes=…``), so a
+view can be shared: opening the URL sets the controls, changing a control rewrites the URL.
+One callback keeps the controls and the URL equal; another refreshes the section from the
+URL every :data:`EXPLORE_REFRESH_MS`, in its own read transaction; the rest of the page is
+not touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dash
+from dash import Dash, Input, Output, dcc, html
+
+from logstream.dashboard.explore_data import (
+    ALL_SITES,
+    TOP,
+    Explore,
+    ExploreView,
+    read_explore,
+)
+
+__all__ = ["explore_section", "register_explore", "render_explore"]
+
+#: Milliseconds between two refreshes of the section.
+EXPLORE_REFRESH_MS = 3000
+_FLAG_TEXT = {"new": "new", "gone": "gone", "up": "▲", "down": "▼", None: ""}
+_TITLES = {
+    "requests": "Requested files",
+    "hosts": "Clients",
+    "not_found": "Not found",
+    "static_requests": "Static files",
+    "referring_sites": "Referring sites",
+}
+
+
+def explore_section() -> html.Div:
+    """The section's skeleton: its controls and the panels the callback fills."""
+
+    def control(label: str, widget: Any, hint: str) -> html.Div:
+        return html.Div(
+            [html.Label(label, className="ctl"), widget, html.Div(hint, className="hint")]
+        )
+
+    def text(cid: str, placeholder: str) -> dcc.Input:
+        return dcc.Input(id=cid, type="text", placeholder=placeholder, debounce=True, value="")
+
+    controls = html.Div(
+        [
+            control(
+                "Filter",
+                text("explore-filter", "status >= 500 AND url_path LIKE '/api/%' + Enter"),
+                "a Spark SQL condition on the events (docs/dashboard.md)",
+            ),
+            control("Since", text("explore-since", "2015-05-18T06:00Z or 6h"), "range start"),
+            control("Until", text("explore-until", "default: the newest minute"), "range end"),
+            control(
+                "Site",
+                dcc.Dropdown(id="explore-site", options=[], placeholder=ALL_SITES),
+                "a virtual host, or every site",
+            ),
+            control(
+                "Last minutes",
+                dcc.Slider(
+                    id="explore-minutes",
+                    min=1,
+                    max=60,
+                    step=1,
+                    value=5,
+                    marks={m: str(m) for m in (1, 5, 15, 30, 60)},
+                ),
+                "N of the live panel",
+            ),
+        ],
+        className="controls",
+        id="explore-controls",
+    )
+    return html.Div(
+        [
+            dcc.Location(id="explore-url", refresh=False),
+            # its own, slower tick: a scan of the events may take longer than the page's
+            # refresh, and a callback triggered again before it answers is never shown
+            dcc.Interval(id="explore-tick", interval=EXPLORE_REFRESH_MS, n_intervals=0),
+            html.H2("Explore: the last minutes, a filter, a site, a range against the one before"),
+            controls,
+            html.Div(id="explore-message", className="hint"),
+            html.Div(
+                [
+                    html.Div(id="explore-live", className="panel"),
+                    html.Div(id="explore-sites", className="panel"),
+                ],
+                className="grid2",
+            ),
+            html.Div(html.Div(id="explore-compare", className="panel"), className="grid1"),
+        ],
+        id="explore",
+    )
+
+
+def _rows(pairs: list[tuple[str, int]], total: int) -> list[html.Tr]:
+    return [
+        html.Tr([html.Td(k), html.Td(f"{v:,}", className="num"), html.Td(_share(v, total))])
+        for k, v in pairs
+    ]
+
+
+def _share(value: int, total: int) -> str:
+    return f"{value / total:.1%}" if total else ""
+
+
+def _table(tid: str, heads: list[str], rows: list[Any]) -> html.Table:
+    return html.Table([html.Thead(html.Tr([html.Th(h) for h in heads])), html.Tbody(rows)], id=tid)
+
+
+def _live(view: ExploreView) -> list[Any]:
+    last = view.last
+    if last is None:
+        return [html.H3("The last minutes"), html.P(view.message or "No event yet.")]
+    status = " · ".join(f"{c} {n:,}" for c, n in last.status.items())
+    return [
+        html.H3(f"The last {last.minutes} minutes ({last.start[11:16]}–{last.end[11:16]} UTC)"),
+        html.P(
+            [html.B(f"{last.requests:,}", id="live-requests"), f" requests · {status}"],
+            id="live-status",
+        ),
+        html.H4("Top pages (requested files)"),
+        _table("live-pages", ["page", "hits", "share"], _rows(last.pages, last.requests)),
+        html.H4("Top clients"),
+        _table("live-clients", ["client", "hits", "share"], _rows(last.clients, last.requests)),
+    ]
+
+
+def _sites(view: ExploreView) -> list[Any]:
+    if not view.sites:
+        return [html.H3("Sites"), html.P("No virtual host in the range.", className="empty")]
+    rows = [
+        html.Tr(
+            [
+                html.Td(r.site),
+                html.Td(f"{r.requests:,}", className="num"),
+                html.Td(f"{r.bytes:,}", className="num"),
+                html.Td(f"{r.share:.1%}"),
+            ],
+            className="total" if r.site == ALL_SITES else "",
+        )
+        for r in view.sites
+    ]
+    return [
+        html.H3(f"Sites ({view.start[:16]} – {view.end[:16]})"),
+        _table("explore-sites-table", ["site", "requests", "bytes", "share"], rows),
+    ]
+
+
+def _compare(view: ExploreView) -> list[Any]:
+    if not view.comparison:
+        return [html.H3("Range against the one before"), html.P(view.message or "")]
+    g = view.comparison["general"]
+    heads = ["item", "hits", "Δ hits", "bytes", "Δ bytes", ""]
+    out: list[Any] = [
+        html.H3(
+            f"{view.start} – {view.end} against {view.previous_start} – {view.start}"
+            + (" (events)" if view.source == "events" else "")
+        ),
+        html.P(
+            f"requests {g['total_requests']['current']:,} ({g['total_requests']['change']:+,})"
+            f" · bytes {g['bandwidth_bytes']['current']:,} "
+            f"({g['bandwidth_bytes']['change']:+,})",
+            id="explore-totals",
+        ),
+    ]
+    for table, items in view.comparison["tables"].items():
+        rows = []
+        for i in items[:TOP]:
+            now, change = i["current"] or {}, i["change"]
+            rows.append(
+                html.Tr(
+                    [
+                        html.Td(i["data"]),
+                        html.Td(_num(now.get("hits")), className="num"),
+                        html.Td(_num(change["hits"], True), className="num"),
+                        html.Td(_num(now.get("bytes")), className="num"),
+                        html.Td(_num(change["bytes"], True), className="num"),
+                        html.Td(_FLAG_TEXT.get(i["flag"], ""), className=f"flag {i['flag']}"),
+                    ]
+                )
+            )
+        out += [html.H4(_TITLES.get(table, table)), _table(f"compare-{table}", heads, rows)]
+    return out
+
+
+def _num(value: int | None, signed: bool = False) -> str:
+    if value is None:
+        return "?"
+    return f"{value:+,}" if signed else f"{value:,}"
+
+
+def render_explore(view: ExploreView) -> tuple[Any, ...]:
+    """The section's panels for ``view``: the message, the last minutes, the sites, the
+    comparison, and the site selector's options."""
+    options = [{"label": ALL_SITES, "value": ALL_SITES}] + [
+        {"label": r.site, "value": r.site} for r in view.sites if r.site != ALL_SITES
+    ]
+    return (view.message, _live(view), _sites(view), _compare(view), options)
+
+
+def register_explore(app: Dash, store_path: Path | str) -> None:
+    """Add the section's two callbacks to ``app``: the controls and the URL kept equal, and
+    the refresh of the panels from the URL at each of the section's ticks."""
+
+    @app.callback(
+        Output("explore-url", "search"),
+        Output("explore-filter", "value"),
+        Output("explore-since", "value"),
+        Output("explore-until", "value"),
+        Output("explore-site", "value"),
+        Output("explore-minutes", "value"),
+        Input("explore-url", "search"),
+        Input("explore-filter", "value"),
+        Input("explore-since", "value"),
+        Input("explore-until", "value"),
+        Input("explore-site", "value"),
+        Input("explore-minutes", "value"),
+    )
+    def sync_controls(
+        search: str | None,
+        filter_text: str | None,
+        since: str | None,
+        until: str | None,
+        site: str | None,
+        minutes: int | None,
+    ) -> tuple[Any, ...]:
+        if dash.ctx.triggered_id in (None, "explore-url"):  # a URL (a shared view): controls
+            c = Explore.from_query(search or "")
+            return (dash.no_update, c.filter, c.since, c.until, c.site or None, c.minutes)
+        controls = Explore(
+            (filter_text or "").strip(),
+            (since or "").strip(),
+            (until or "").strip(),
+            site or "",
+            int(minutes or 5),
+        )
+        query = controls.query()
+        return (query if query != (search or "") else dash.no_update, *(dash.no_update,) * 5)
+
+    @app.callback(
+        Output("explore-message", "children"),
+        Output("explore-live", "children"),
+        Output("explore-sites", "children"),
+        Output("explore-compare", "children"),
+        Output("explore-site", "options"),
+        Input("explore-tick", "n_intervals"),
+        Input("explore-url", "search"),
+    )
+    def refresh_explore(_tick: int, search: str | None) -> tuple[Any, ...]:
+        return render_explore(read_explore(store_path, Explore.from_query(search or "")))
