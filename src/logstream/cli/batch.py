@@ -204,7 +204,7 @@ def batch(
     from logstream.reference import ReferenceTables, parse_reference_options
     from logstream.report.filtering import Filtering, filtered_report, filtered_rows
     from logstream.report.panels import PANELS, check_panels
-    from logstream.report.progress import REPORT_STEPS, StepProgress, progress_enabled
+    from logstream.report.progress import progress_enabled
     from logstream.session import get_spark
     from logstream.sources import (
         drop_duplicate_lines,
@@ -241,14 +241,7 @@ def batch(
     spark = get_spark(SparkSettings.build(master=master, extra=extra))
     # on a terminal: the input's parts read, then the report's steps by name
     console = Console() if progress_enabled(quiet) else None
-    steps = dict(REPORT_STEPS)
-    if heavy_hitters:
-        steps["heavy hitters"] = "the heavy hitters"
-    if returning:
-        steps["returning visitors"] = "the returning visitors"
-    progress = StepProgress(
-        spark.sparkContext, console, steps=steps, input_bytes=sum(_size(f) for f in files)
-    )
+    progress = _progress(spark, console, files, heavy_hitters, returning)
     options = {
         "time_zone": time_zone,
         "reference": tables,
@@ -283,6 +276,21 @@ def batch(
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
     _show_and_write(report, quiet=quiet, json_path=json_path, html_path=html_path)
+
+
+def _progress(spark: Any, console: Any, files: list[str], heavy: bool, returning: bool) -> Any:
+    """The report's progress bar (:class:`~logstream.report.progress.StepProgress`): the input's
+    ``files`` read, then the report's steps, with the opt-in ones asked for."""
+    from logstream.report.progress import REPORT_STEPS, StepProgress
+
+    steps = dict(REPORT_STEPS)
+    if heavy:
+        steps["heavy hitters"] = "the heavy hitters"
+    if returning:
+        steps["returning visitors"] = "the returning visitors"
+    return StepProgress(
+        spark.sparkContext, console, steps=steps, input_bytes=sum(_size(f) for f in files)
+    )
 
 
 def _size(path: str) -> int:

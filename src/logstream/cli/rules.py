@@ -119,6 +119,16 @@ def rules(
         f"rule alerts: {cfg.source} → {cfg.sink_kind} with the {cfg.trigger.kind} trigger "
         f"({cfg.trigger.interval})"
     )
+    _wait(query, duration_s)
+    error = query.exception()
+    if error is not None:
+        err_console.print(f"[bold red]error:[/bold red] the alert query failed: {error}")
+        raise typer.Exit(1)
+
+
+def _wait(query: Any, duration_s: float | None) -> None:
+    """Wait until ``query`` ends, SIGINT or SIGTERM arrives, or ``duration_s`` seconds pass
+    (``None``: no limit); then stop it."""
     stop = threading.Event()
 
     def handle(signum: int, _frame: Any) -> None:
@@ -136,7 +146,3 @@ def rules(
         for s, h in previous.items():
             signal.signal(s, h)
         query.stop()
-    error = query.exception()
-    if error is not None:
-        err_console.print(f"[bold red]error:[/bold red] the alert query failed: {error}")
-        raise typer.Exit(1)

@@ -500,54 +500,59 @@ def kpi_cards(snap: Snapshot) -> list[html.Div]:
             )
         )
     if h is not None:
-        # every tile of a micro-batch is that of the "Last micro-batch" tile (one read)
-        batch = "last batch" if h.last_batch_id is None else f"batch #{h.last_batch_id}"
-        rows = (
-            f"{batch}: progress reported when it ends"
-            if h.progress_pending
-            else f"{plural(h.num_input_rows, 'row')} in {batch}"
-        )
-        cards += [
-            _kpi(
-                "input-rate",
-                "Input rate",
-                fmt_number(h.input_rows_per_s),
-                f"events/s, {batch}"
-                + (
-                    # Spark times a micro-batch's input against the trigger before it
-                    ": the first of the run, no earlier trigger to time it"
-                    if h.input_rows_per_s is None and h.num_input_rows
-                    else ""
-                ),
-            ),
-            _kpi(
-                "processing-rate",
-                "Processing rate",
-                fmt_number(h.processed_rows_per_s),
-                f"events/s, {batch}",
-            ),
-            _kpi(
-                "batch-duration",
-                "Batch duration",
-                "–" if h.batch_duration_ms is None else f"{h.batch_duration_ms:,} ms",
-                rows,
-            ),
-            _kpi(
-                "state-rows",
-                "State rows",
-                fmt_number(h.state_rows),
-                "open panes, sessions and detector series"
-                + (
-                    f"; {human_bytes(h.state_memory_bytes)} in Spark's state store"
-                    if h.state_memory_bytes
-                    else ""
-                ),
-            ),
-            _kpi(
-                "last-batch",
-                "Last micro-batch",
-                "–" if h.last_batch_id is None else f"#{h.last_batch_id}",
-                _short_time(h.last_batch_at),
-            ),
-        ]
+        cards += _health_cards(h)
     return cards
+
+
+def _health_cards(h: Any) -> list[html.Div]:
+    """The cards of the pipeline's last micro-batch ``h`` (its health): rates, duration, state."""
+    # every tile of a micro-batch is that of the "Last micro-batch" tile (one read)
+    batch = "last batch" if h.last_batch_id is None else f"batch #{h.last_batch_id}"
+    rows = (
+        f"{batch}: progress reported when it ends"
+        if h.progress_pending
+        else f"{plural(h.num_input_rows, 'row')} in {batch}"
+    )
+    return [
+        _kpi(
+            "input-rate",
+            "Input rate",
+            fmt_number(h.input_rows_per_s),
+            f"events/s, {batch}"
+            + (
+                # Spark times a micro-batch's input against the trigger before it
+                ": the first of the run, no earlier trigger to time it"
+                if h.input_rows_per_s is None and h.num_input_rows
+                else ""
+            ),
+        ),
+        _kpi(
+            "processing-rate",
+            "Processing rate",
+            fmt_number(h.processed_rows_per_s),
+            f"events/s, {batch}",
+        ),
+        _kpi(
+            "batch-duration",
+            "Batch duration",
+            "–" if h.batch_duration_ms is None else f"{h.batch_duration_ms:,} ms",
+            rows,
+        ),
+        _kpi(
+            "state-rows",
+            "State rows",
+            fmt_number(h.state_rows),
+            "open panes, sessions and detector series"
+            + (
+                f"; {human_bytes(h.state_memory_bytes)} in Spark's state store"
+                if h.state_memory_bytes
+                else ""
+            ),
+        ),
+        _kpi(
+            "last-batch",
+            "Last micro-batch",
+            "–" if h.last_batch_id is None else f"#{h.last_batch_id}",
+            _short_time(h.last_batch_at),
+        ),
+    ]
