@@ -18,9 +18,9 @@ pipeline once without a fault (the reference), then, for each fault, on fresh di
    differ). Columns a run does not decide are left out: micro-batch ids (a restart may cut
    micro-batches elsewhere), KLL sketches and their quantiles (merge order), clocks, paths.
 
-Rows 2, 3 and 4 of the issue's table (a line from 2099, a damaged analytics snapshot, a
-rolled-back offsets/commits pair) are in the list so that the drill reports them; their fixes
-are the lead's (issue 56, items 2–4). Row 6 (20 dashboard clients) is measured by
+A damaged snapshot is refused at start; the start again follows the recovery the refusal
+names (the snapshot and its micro-batch's ``commits/N`` deleted: that micro-batch is replayed
+from the snapshot before it). Row 6 (20 dashboard clients) is measured by
 ``bench/bench_dashboard_load.py``. The mounts need root (``mount -t tmpfs``); the PostgreSQL
 faults, Debian's ``postgresql`` package (a throwaway cluster, ``tests/serving/conftest.py``).
 A read-only remount mid-run is done on the checkpoint's ``commits/`` (or on ``--output-dir``),
@@ -288,8 +288,6 @@ class Fault:
         One line: the fault.
     expect : str
         What logstream should do.
-    owner : str
-        Whose fix it is: ``faults`` (items 1, 5, 6, 7) or ``lead`` (items 2–4).
     store : str
         ``sqlite`` or ``postgresql``.
     mount : tuple, optional
@@ -318,7 +316,6 @@ class Fault:
     row: int
     what: str
     expect: str
-    owner: str = "faults"
     store: str = "sqlite"
     mount: tuple[str, str | None, float] | None = None
     edit_input: Callable[[Run], None] | None = None
@@ -400,12 +397,16 @@ def _damage_log(log: str, content: bytes, keep_crc: bool) -> Callable[[Run], Non
     return inject
 
 
+def _newest_snapshot(run: Run) -> Path:
+    """The newest analytics snapshot's directory (``state/analytics/batch_id=N``)."""
+    return max((run.root / "state" / "analytics").glob("batch_id=*"))
+
+
 def _snapshot(damage: str) -> Callable[[Run], None]:
     """``inject``: the newest analytics snapshot's Parquet garbled, truncated or deleted."""
 
     def inject(run: Run) -> None:
-        snapshots = run.root / "state" / "analytics"
-        newest = max(p for p in snapshots.iterdir() if p.is_dir())
+        newest = _newest_snapshot(run)
         for part in newest.rglob("*.parquet"):
             data = part.read_bytes()
             if damage == "garbled":
@@ -421,6 +422,17 @@ def _snapshot(damage: str) -> Callable[[Run], None]:
     return inject
 
 
+def _snapshot_recovery(run: Run) -> None:
+    """``repair``: what the refusal of a damaged snapshot says to do: delete the newest
+    snapshot and its micro-batch's ``commits/N`` (the micro-batch is replayed)."""
+    newest = _newest_snapshot(run)
+    batch_id = str(int(newest.name.split("=", 1)[1]))
+    shutil.rmtree(newest)
+    commit = run.root / "state" / "ingest" / "commits" / batch_id
+    commit.unlink(missing_ok=True)
+    commit.with_name(f".{batch_id}.crc").unlink(missing_ok=True)
+
+
 def _rollback(run: Run) -> None:
     """``inject``: the newest offsets and commits files deleted (one batch rolled back)."""
     for log in ("offsets", "commits"):
@@ -430,8 +442,8 @@ def _rollback(run: Run) -> None:
 
 
 def _hostile_input(kind: str) -> Callable[[Run], None]:
-    """``edit_input``: file 2 with two NUL lines added (``nul``), or one line's year
-    rewritten to 2099 (``future``)."""
+    """``edit_input``: file 2 with two NUL lines added (``nul``), or a copy of one of
+    its lines dated 2099 (``future``)."""
 
     def edit(run: Run) -> None:
         target = run.landing / run.chunks[1].name
@@ -441,8 +453,8 @@ def _hostile_input(kind: str) -> Callable[[Run], None]:
             at = line.index('"GET ') + 5
             bad = line[:at] + "/shuttle/\x00missions.html" + line[line.index(" ", at) :]
             lines[8:8] = [bad, "\x00\x00 not a log line \x00"]
-        else:
-            lines[100] = lines[100].replace("/1995:", "/2099:")
+        else:  # a copy of a line, dated 2099: the others must end as without it
+            lines[101:101] = [lines[100].replace("/1995:", "/2099:")]
         mtime = target.stat().st_mtime
         target.write_text("".join(f"{line}\n" for line in lines))
         os.utime(target, (mtime, mtime))
@@ -487,19 +499,20 @@ FAULTS: tuple[Fault, ...] = (
           "a line with NUL in its URL and a NUL-laced line, PostgreSQL store",
           "both quarantined (control_character), every other line counted", store="postgresql",
           edit_input=_hostile_input("nul"), hostile_lines=2),
-    Fault("line_from_2099", 2, "one line of file 2 dated 2099", "quarantined (future_event_time): "
-          "35,271 on time, 1 quarantined", owner="lead", edit_input=_hostile_input("future")),
+    Fault("line_from_2099", 2, "one line dated 2099 added to file 2",
+          "quarantined (future_event_time), every other line as without it",
+          edit_input=_hostile_input("future"), hostile_lines=1),
     Fault("snapshot_garbled", 3, "the newest analytics snapshot's Parquet garbled (checksum gone)",
-          "refused at start, one line naming the file", owner="lead", before_files=6,
-          inject=_snapshot("garbled")),
+          "refused at start, one line naming the file", before_files=6,
+          inject=_snapshot("garbled"), repair=_snapshot_recovery),
     Fault("snapshot_truncated", 3, "the newest analytics snapshot's Parquet truncated",
-          "refused at start, one line naming the file", owner="lead", before_files=6,
-          inject=_snapshot("truncated")),
+          "refused at start, one line naming the file", before_files=6,
+          inject=_snapshot("truncated"), repair=_snapshot_recovery),
     Fault("snapshot_deleted", 3, "the newest analytics snapshot's Parquet deleted",
-          "refused at start, one line naming the file", owner="lead", before_files=6,
-          inject=_snapshot("deleted")),
+          "refused at start, one line naming the file", before_files=6,
+          inject=_snapshot("deleted"), repair=_snapshot_recovery),
     Fault("offsets_commits_rolled_back", 4, "offsets/N and commits/N of the newest batch deleted",
-          "refused, or exact: never a batch skipped as delivered", owner="lead", before_files=8,
+          "refused, or exact: never a batch skipped as delivered", before_files=8,
           inject=_rollback),
     Fault("postgresql_restart_idle", 5, "PostgreSQL restarted while the pipeline waits for input",
           "nothing: the pool replaces the broken connections", store="postgresql",
@@ -538,11 +551,11 @@ FAULTS: tuple[Fault, ...] = (
           "exit 1, one line naming the directory", mount=("out", None, 1.0),
           during=True, at=3, inject=_ro("out"), repair=_rw("out")),
     Fault("corrupt_offsets", 7, "the newest offsets file garbled, its checksum kept",
-          "exit 1, one line naming the file", before_files=6,
+          "written back as it was delivered, one line naming it; exact", before_files=6,
           inject=_damage_log("offsets", b"v1\n\xff\xfe\x00garbage", keep_crc=True),
           repair=_restore),
     Fault("corrupt_offsets_no_checksum", 7, "the newest offsets file garbled, its checksum gone",
-          "exit 1, one line naming the file", before_files=6,
+          "written back as it was delivered, one line naming it; exact", before_files=6,
           inject=_damage_log("offsets", b"v1\n\xff\xfe\x00garbage", keep_crc=False),
           repair=_restore),
     Fault("empty_commits", 7, "the newest commits file empty, its checksum gone",
@@ -560,7 +573,6 @@ class FaultResult:
 
     name: str
     row: int
-    owner: str
     what: str
     expect: str
     before: dict[str, Any] | None = None
@@ -618,7 +630,7 @@ def drill_one(
     """Inject one fault, run, remove it, run again, compare (module docstring); with
     ``run_in_process``, the starts before the fault and again after it run that way (the
     suite: in its own Spark session), the faulted start always as a ``logstream run``."""
-    result = FaultResult(fault.name, fault.row, fault.owner, fault.what, fault.expect)
+    result = FaultResult(fault.name, fault.row, fault.what, fault.expect)
     run = new_run(work / fault.name, chunks, fault, pg)
     half = max(1, len(chunks) // 2)  # the short form's fewer files
     before = min(fault.before_files, half)

@@ -3,8 +3,10 @@
 ``bench/drill_faults.py`` on the NASA day's first 4,500 lines in three files (one micro-batch
 each), against a fault-free run in the test's Spark session: a read-only ``--state-dir``
 (refused before the JVM, exit 2), the disk of ``--output-dir`` filling mid-run, the newest
-offsets file garbled without its checksum (Spark names no file), and PostgreSQL stopped
-longer than ``--store-retry`` (each exit 1). Every faulted start ends with one ``error:``
+commits file emptied without its checksum (Spark's ``Incomplete log file``, which names no
+file), and PostgreSQL stopped longer than ``--store-retry`` (each exit 1). A garbled newest
+offsets file is no fault any more (written back as delivered): ``tests/pipeline/
+test_checkpoint.py``. Every faulted start ends with one ``error:``
 line naming the path or store and a log holding the trace; the same command run again after
 the fault is removed leaves every output and store table equal to the fault-free run's. The
 mounts are tmpfs (root, as the suite runs in CI).
@@ -23,7 +25,7 @@ LINES, FILES = 4500, 3
 NAMES = (
     "read_only_state_at_start",
     "disk_full_outputs",
-    "corrupt_offsets_no_checksum",
+    "empty_commits",
     "postgresql_down_past_retry",
 )
 
@@ -70,8 +72,8 @@ def test_each_line_names_the_path_or_store_and_the_fix(report):
     said = {name: report[name]["faulted"]["message"][-1] for name in NAMES}
     assert "no space left on the disk of --output-dir" in said["disk_full_outputs"]
     assert "free space on it" in said["disk_full_outputs"]
-    offsets = said["corrupt_offsets_no_checksum"]
-    assert "/state/ingest/offsets/" in offsets and "is corrupt" in offsets and "restore" in offsets
+    commits = said["empty_commits"]
+    assert "/state/ingest/commits/" in commits and "is corrupt" in commits and "restore" in commits
     store = said["postgresql_down_past_retry"]
     assert "could not be reached for 15 s" in store and "postgresql://" in store
     assert "start the database server" in store

@@ -115,14 +115,14 @@ def restore_newest(checkpoint: Path, recorded: dict[int, str]) -> str | None:
     if current is not None and source_offsets(current) is not None:
         return None
     log.mkdir(parents=True, exist_ok=True)
-    if path.exists():
+    what = "unreadable" if path.exists() else "missing"
+    if path.exists():  # kept beside, for a look
         os.replace(path, log / f"{batch_id}.damaged")
     # Hadoop's local file system keeps a checksum beside each file and checks it on read
     (log / f".{batch_id}.crc").unlink(missing_ok=True)
     tmp = log / f".{batch_id}.restoring"
     tmp.write_text(recorded[batch_id], encoding="utf-8")
     os.replace(tmp, path)
-    what = "unreadable" if current is not None else "missing"
     return (
         f"the checkpoint's offsets of micro-batch {batch_id} were {what}: restored {path} as "
         "it was when the batch was delivered"
