@@ -127,7 +127,7 @@ def test_the_first_micro_batch_s_input_rate_is_unmeasured_not_zero():
     assert progress_row(idle)["input_rows_per_s"] == 0.0  # no rows: a rate of 0 is true
     console = Console(record=True, width=200)
     totals = SimpleNamespace(
-        events=4450, late_events=0, quarantined=0, watermark_ms=None, batches=1
+        events=4450, late_events=0, quarantined=0, filtered=0, watermark_ms=None, batches=1
     )
     pipeline = SimpleNamespace(totals=totals, ingest=None)
     progress_printer(console, [pipeline])(row)

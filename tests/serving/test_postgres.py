@@ -37,7 +37,7 @@ from logstream.serving.postgres import PostgresStore
 TABLES = {
     "ledger": "SELECT query, batch_id, events, late_events, quarantined FROM ledger",
     "pipeline_state": "SELECT key, value FROM pipeline_state "
-    "WHERE key NOT IN ('pipeline_id', 'state_dir')",
+    "WHERE key NOT IN ('pipeline_id', 'state_dir', 'output_dir')",
     "traffic_per_minute": "SELECT * FROM traffic_per_minute",
     "trending_pages": "SELECT * FROM trending_pages",
     "unique_visitors": "SELECT * FROM unique_visitors",

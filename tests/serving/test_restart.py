@@ -112,6 +112,7 @@ def test_a_restart_while_the_pipeline_is_idle_costs_nothing(spark, server, lines
     finally:
         pipeline.request_stop()
         thread.join(120)
+        pipeline.stop()  # its queries, which run() leaves to the caller
         pipeline.store.close()
     assert not failed, failed
     assert _counted(url) == (LINES, LINES)
@@ -139,9 +140,11 @@ def test_the_server_down_in_the_middle_of_the_feed_delays_the_run(
         outage.start()
         thread.join(300)
     finally:
-        outage.join(120)
+        if outage.ident is not None:  # started
+            outage.join(120)
         pipeline.request_stop()
         thread.join(120)
+        pipeline.stop()  # its queries, which run() leaves to the caller
         pipeline.store.close()
     assert not failed, failed
     # the outage hit the feed: a write waited for the server, and went through

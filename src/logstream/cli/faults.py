@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from logstream.errors import ConfigError, RunFault
+from logstream.units import plural
 
 __all__ = [
     "RunLog",
@@ -421,7 +422,7 @@ def fault_message(error: BaseException, roots: dict[str, Path], state_dir: Path 
         root = roots[option]
         free = _fullest({option: root})
         details = [f"writing {_shown(path)}"] if path != root else []
-        details += [f"{free[2]:,} bytes free"] if free is not None else []
+        details += [f"{plural(free[2], 'byte')} free"] if free is not None else []
         said = f" ({', '.join(details)})" if details else ""
         return (
             f"no space left on the disk of {option} {_shown(root)}{said}: free space on it (or "
