@@ -124,6 +124,12 @@ class ServingStore:
                 columns = {r[1] for r in conn.execute("PRAGMA table_info(quarantine_examples)")}
                 if "detail" not in columns:
                     conn.execute("ALTER TABLE quarantine_examples ADD COLUMN detail TEXT")
+            # a connection held open while the store is: the connection of a write is then
+            # never the file's last, whose close checkpoints the whole WAL into the database
+            # and deletes it (SQLite's default) — at every micro-batch when no dashboard reads
+            self._keeper: sqlite3.Connection | None = sqlite3.connect(
+                self.path, timeout=30, check_same_thread=False
+            )
 
     @property
     def url(self) -> str:
@@ -131,7 +137,11 @@ class ServingStore:
         return f"sqlite:///{self.path}"
 
     def close(self) -> None:
-        """Release the store's connections (SQLite opens one per call: nothing to do)."""
+        """Release the store's connections (SQLite opens one per call; the one held open
+        between them is closed)."""
+        keeper, self._keeper = getattr(self, "_keeper", None), None
+        if keeper is not None:
+            keeper.close()
 
     def _connect(self) -> sqlite3.Connection:
         assert self.path is not None
