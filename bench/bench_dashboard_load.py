@@ -2,7 +2,7 @@
 
 ``logstream run --dashboard`` streams the real NASA day (then the day again, shifted a day at
 a time) cut into files of ``--lines-per-file`` lines (one micro-batch each,
-``--max-files-per-trigger 1``, the default 5-second trigger), while this script alternates
+``--max-files-per-trigger 1``, the default 1-second trigger), while this script alternates
 ``--phases`` phases of ``--per-phase`` micro-batches: no client, then ``--clients``
 concurrent dashboard clients, and so on. A client is what a
 browser tab does: it loads the page (``/``, ``/_dash-layout``, ``/_dash-dependencies``), then

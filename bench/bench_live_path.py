@@ -182,9 +182,14 @@ def flatness(samples: list[dict], seconds: int) -> dict:
     start = seconds - 300
     late = [s for s in samples if s["s"] >= start]
     out: dict = {}
+
+    def value(sample: dict, name: str) -> float | None:
+        v = sample[name]  # the resident memory by process kind: its total
+        return v.get("total") if isinstance(v, dict) else v
+
     for name in ("state_rows", "rss_mb"):
-        first = [s[name] for s in late if s["s"] < start + 60 and s[name] is not None]
-        last = [s[name] for s in late if s["s"] >= seconds - 60 and s[name] is not None]
+        first = [v for s in late if s["s"] < start + 60 and (v := value(s, name)) is not None]
+        last = [v for s in late if s["s"] >= seconds - 60 and (v := value(s, name)) is not None]
         if first and last:
             a, b = statistics.median(first), statistics.median(last)
             out[name] = {"first_min": a, "last_min": b, "change_pct": round(100 * (b - a) / a, 1)}
