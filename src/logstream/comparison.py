@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from logstream.config import PANELS
 from logstream.units import human_bytes
 
 __all__ = [
@@ -44,21 +45,9 @@ _OWN_TABLES = {
     "top_hosts": ("client_host", "requests"),
     "top_not_found": ("url_path", "requests"),
 }
-#: Every table compared, in the report's order.
-COMPARED_TABLES = (
-    *_OWN_TABLES,
-    "requests",
-    "static_requests",
-    "not_found",
-    "hosts",
-    "os",
-    "browsers",
-    "virtual_hosts",
-    "referrers",
-    "referring_sites",
-    "remote_user",
-    "geolocation",
-)
+#: Every table compared, in the report's order: logstream's own, then GoAccess's panels but
+#: the daily visitors.
+COMPARED_TABLES = (*_OWN_TABLES, *(p for p in PANELS if p != "visitors"))
 
 
 def _items(
