@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 __all__ = [
     "HTTP_PROTOCOLS",
     "STATIC_EXTENSIONS",
+    "event_request_target",
     "is_static_target",
     "referring_site",
     "request_target",
@@ -113,6 +114,18 @@ def request_target(
         method_protocol = F.when(valid, method_protocol).otherwise(F.lit(""))
     # no target (a request line that does not parse, or no valid protocol): GoAccess's "-"
     return F.coalesce(decoded, F.lit("-")), method_protocol
+
+
+def event_request_target(*, protocol_required: bool = False) -> tuple[Column, Column]:
+    """:func:`request_target` of an event's own columns (``url_path``, ``query_string``,
+    ``method``, ``protocol``): the report's panels and the stream's keep one definition."""
+    return request_target(
+        F.col("url_path"),
+        F.col("query_string"),
+        F.col("method"),
+        F.col("protocol"),
+        protocol_required=protocol_required,
+    )
 
 
 def referring_site(referrer: Column) -> Column:

@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from logstream import analytics
-from logstream.analytics.requests import request_target
+from logstream.analytics.requests import event_request_target
 from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
@@ -352,13 +352,7 @@ def _not_found_request(
     ``key4`` its method and protocol: :func:`logstream.analytics.requests.request_target`),
     computed for those lines only (a CASE evaluates no other branch)."""
     is_404 = F.col("status") == 404
-    target, method_protocol = request_target(
-        F.col("url_path"),
-        F.col("query_string"),
-        F.col("method"),
-        F.col("protocol"),
-        protocol_required=protocol_required,
-    )
+    target, method_protocol = event_request_target(protocol_required=protocol_required)
     return view(
         "not_found_request",
         F.when(is_404, target),

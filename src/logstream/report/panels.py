@@ -48,9 +48,9 @@ from pyspark.sql import functions as F
 from logstream.analytics.geo import host_locations
 from logstream.analytics.requests import (
     STATIC_EXTENSIONS,
+    event_request_target,
     is_static_target,
     referring_site,
-    request_target,
     shown_referrer,
 )
 from logstream.analytics.topk import ranking_window
@@ -175,13 +175,7 @@ def panel_inputs(
     # aggregation's key instead of three strings (two visitors of one item collide with a
     # probability below n²/2⁶⁵: 3 × 10⁻⁸ for a million)
     out = {_P_AGENT: agent, _P_VISITOR: F.xxhash64(F.col("client_host"), day, agent)}
-    target, method_protocol = request_target(
-        F.col("url_path"),
-        F.col("query_string"),
-        F.col("method"),
-        F.col("protocol"),
-        protocol_required=protocol_required,
-    )
+    target, method_protocol = event_request_target(protocol_required=protocol_required)
     out[_P_TARGET], out[_P_METHOD_PROTOCOL] = target, method_protocol
     out[_P_SITE] = referring_site(F.col("referrer"))
     return out

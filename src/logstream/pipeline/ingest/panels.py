@@ -45,9 +45,9 @@ from logstream.analytics.geo import UNKNOWN as UNKNOWN_COUNTRY
 from logstream.analytics.geo import host_locations
 from logstream.analytics.panes import DAILY_VIEW, PANEL_VIEWS, gathered
 from logstream.analytics.requests import (
+    event_request_target,
     is_static_target,
     referring_site,
-    request_target,
     shown_referrer,
 )
 from logstream.analytics.useragents import UNKNOWN, agent_families
@@ -129,13 +129,7 @@ def _item_columns(
     """The ``p_*`` columns of the views in ``wanted`` that need no join, by name. Built once
     and kept (a Column costs Py4J round trips to build: the same for every micro-batch)."""
     status = F.col("status")
-    target, _ = request_target(
-        F.col("url_path"),
-        F.col("query_string"),
-        F.col("method"),
-        F.col("protocol"),
-        protocol_required=protocol_required,
-    )
+    target, _ = event_request_target(protocol_required=protocol_required)
     is_404 = status == 404
     static_target = is_static_target(target, static_extensions)
     referrer = F.col("referrer")
