@@ -65,6 +65,7 @@ from logstream.dashboard.layout import (
     top_clients_panel,
     trending_panel,
 )
+from logstream.dashboard.shared import SharedResults
 from logstream.errors import ConfigError
 from logstream.monitoring.prometheus import add_metrics_route
 from logstream.serving import store_location
@@ -230,6 +231,7 @@ def refresh_outputs(
     agent_classes: list[str] | None = None,
     watch: StoreWatch | None = None,
     zone: str | None = None,
+    shared: SharedResults | None = None,
 ) -> tuple[Any, ...]:
     """Everything one refresh sends to the page (the body of the Dash callback).
 
@@ -251,6 +253,10 @@ def refresh_outputs(
         Told the state of the store at each refresh (it logs the changes).
     zone : {"log", "utc"}, optional
         The zone of the event times shown (:attr:`Filters.zone`; default: the log's offset).
+    shared : SharedResults, optional
+        The dashboard process's results (:mod:`logstream.dashboard.shared`): the store is
+        read and the panels drawn once per store version and set of controls, whichever
+        page asks first; None: this refresh reads and draws everything.
 
     Returns
     -------
@@ -262,7 +268,7 @@ def refresh_outputs(
         agent-class filters.
     """
     filters = Filters.build(time_range, url_prefix, status_classes, sections, agent_classes, zone)
-    snap = read_snapshot(store_path, filters, top=top)
+    snap = read_snapshot(store_path, filters, top=top, shared=shared)
     if watch is not None:
         watch.observe(snap)
     key = [snap.state, repr(snap.version), filters.time_range, filters.url_prefix]
@@ -272,7 +278,11 @@ def refresh_outputs(
     head = (children, cls, snap.read_at, key)
     if seen == key and snap.state == "ok":
         return head + _UNCHANGED
-    return head + render(snap)
+    if shared is None or snap.state != "ok":
+        return head + render(snap)
+    # the key names the store version and every control: one drawing per micro-batch for
+    # every page showing the same controls
+    return head + shared.get(("render", str(store_path), top, *key), lambda: render(snap))
 
 
 def safe_refresh(
@@ -287,6 +297,7 @@ def safe_refresh(
     agent_classes: list[str] | None = None,
     watch: StoreWatch | None = None,
     zone: str | None = None,
+    shared: SharedResults | None = None,
 ) -> tuple[Any, ...]:
     """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
     page never shows a stack trace; the log has it, once per distinct error when ``watch``
@@ -303,6 +314,7 @@ def safe_refresh(
             agent_classes=agent_classes,
             watch=watch,
             zone=zone,
+            shared=shared,
         )
     except Exception as exc:
         if watch is None:
@@ -394,6 +406,7 @@ def create_app(
         index_string=INDEX_HTML,
     )
     refresh_ms = max(250, int(refresh_s * 1000))
+    shared = SharedResults()  # one read and drawing per micro-batch for every open page
     # Prometheus scrapes the same store at /metrics/prometheus/ (logstream.monitoring.prometheus)
     add_metrics_route(app.server, store_path)
 
@@ -433,6 +446,10 @@ def create_app(
         Input("agent-filter", "value"),
         Input("zone", "value"),
         State("seen", "data"),
+        # no tick while a refresh runs: on a loaded machine a refresh that outlasts the
+        # period would otherwise be superseded by the next tick's, again and again, and the
+        # page would never change (Dash drops a callback's older pending result)
+        running=[(Output("tick", "disabled"), True, False)],
     )
     def refresh(
         _n: int,
@@ -455,6 +472,7 @@ def create_app(
             agent_classes=agent_classes,
             watch=watch,
             zone=zone,
+            shared=shared,
         )
 
     return app

@@ -46,7 +46,9 @@ here.
 
 from __future__ import annotations
 
+import hashlib
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,7 @@ from logstream.dashboard.model import (
     iso,
     store_path_from_url,
 )
+from logstream.dashboard.shared import SharedResults
 from logstream.errors import ConfigError
 from logstream.monitoring.kafka import kafka_source
 from logstream.serving import ServingStore, shared_reader, store_location
@@ -137,6 +140,7 @@ def read_snapshot(
     top: int | None = None,
     now: datetime | None = None,
     stale_after_s: float = STALE_AFTER_S,
+    shared: SharedResults | None = None,
 ) -> Snapshot:
     """Read what the dashboard shows from the store at ``path``; never raises for a bad store.
 
@@ -154,6 +158,11 @@ def read_snapshot(
         Wall clock for the staleness check (default: now, UTC).
     stale_after_s : float
         Seconds without a committed micro-batch after which :attr:`Snapshot.stale` is set.
+    shared : SharedResults, optional
+        The dashboard process's results: a snapshot of the same store version, recorded
+        state and filters is read once and shared by every refresh that asks for it
+        (:mod:`logstream.dashboard.shared`); its ``read_at`` and ``stale`` are this call's.
+        None: read everything now.
 
     Returns
     -------
@@ -175,7 +184,7 @@ def read_snapshot(
             read_at=read_at,
         )
     if isinstance(where, str):
-        return _read_postgres(where, filters, top, now, stale_after_s)
+        return _read_postgres(where, filters, top, now, stale_after_s, shared)
     path = where.expanduser()
     base = {"store_path": path, "filters": filters, "read_at": read_at}
     if not path.exists():
@@ -189,7 +198,7 @@ def read_snapshot(
     try:
         store = ServingStore(path, read_only=True)
         with store.reader() as read:  # one read transaction: a consistent snapshot
-            return _read(read, base, filters, top, now, stale_after_s)
+            return _read(read, base, filters, top, now, stale_after_s, shared)
     except READ_ERRORS as exc:
         failure = read_failure(exc)
         if failure == "no_tables":
@@ -215,7 +224,12 @@ def read_snapshot(
 
 
 def _read_postgres(
-    url: str, filters: Filters, top: int | None, now: datetime, stale_after_s: float
+    url: str,
+    filters: Filters,
+    top: int | None,
+    now: datetime,
+    stale_after_s: float,
+    shared: SharedResults | None,
 ) -> Snapshot:
     """:func:`read_snapshot` of a PostgreSQL store, through the process's pool for ``url``."""
     try:
@@ -227,7 +241,7 @@ def _read_postgres(
     base = {"store_path": store.url, "filters": filters, "read_at": now.strftime("%H:%M:%S UTC")}
     try:
         with store.reader() as read:  # REPEATABLE READ READ ONLY: one snapshot
-            return _read(read, base, filters, top, now, stale_after_s)
+            return _read(read, base, filters, top, now, stale_after_s, shared)
     except READ_ERRORS as exc:
         if read_failure(exc) == "no_tables":
             return Snapshot(
@@ -252,6 +266,7 @@ def _read(
     top: int | None,
     now: datetime,
     stale_after_s: float,
+    shared: SharedResults | None = None,
 ) -> Snapshot:
     """The snapshot of a readable store: the counters and the ledger decide its state, then
     every panel is read (:func:`_panels`)."""
@@ -277,6 +292,7 @@ def _read(
         tuple(sorted(counters.items())),
         views_batch,
         tuple(sorted(losses.items())),
+        _digest(state),  # what the pipeline records of itself (--top, its source, offsets …)
     )
     if last is None and not any(counters.values()) and views_batch is None:
         return Snapshot(
@@ -291,6 +307,35 @@ def _read(
         totals = read.dstream_totals()
         return _dstream_snapshot(read, base, notes, last, state, counters, version, top, totals)
 
+    def whole() -> Snapshot:
+        return _ok(read, base, notes, state, counters, version, losses, last, top)
+
+    if shared is None:
+        snap = whole()
+    else:  # the wall clock's part (read_at, stale) is this refresh's own: see below
+        key = ("snapshot", str(base["store_path"]), base["filters"], top, version)
+        snap = replace(shared.get(key, whole), read_at=base["read_at"])
+    snap.stale = _stale(last, now, stale_after_s)
+    return snap
+
+
+def _digest(state: dict[str, str]) -> str:
+    """A short digest of the store's recorded state (the page keeps the version it drew)."""
+    return hashlib.blake2b(repr(sorted(state.items())).encode(), digest_size=8).hexdigest()
+
+
+def _ok(
+    read: StoreReader,
+    base: dict[str, Any],
+    notes: list[str],
+    state: dict[str, str],
+    counters: dict[str, int],
+    version: tuple[Any, ...],
+    losses: dict[str, int],
+    last: LedgerRow | None,
+    top: int,
+) -> Snapshot:
+    """The snapshot of a store with data, but for what depends on the wall clock."""
     newest_ms = _newest_event_ms(read, state, last, notes)
     if state.get("watermark_delay_ms"):
         delay_ms = float(state["watermark_delay_ms"])
@@ -302,7 +347,7 @@ def _read(
     snap = Snapshot(
         state="ok", message="", top=top, counters=counters, version=version, notes=notes, **base
     )
-    _describe(snap, state, losses, last, now, stale_after_s)
+    _describe(snap, state, losses)
     if newest_ms is None:  # no event time recorded: only quarantined lines so far, or none
         snap.message = (
             "No event parsed yet: every line read so far is quarantined."
@@ -335,16 +380,8 @@ def _newest_event_ms(
     return None
 
 
-def _describe(
-    snap: Snapshot,
-    state: dict[str, str],
-    losses: dict[str, int],
-    last: LedgerRow | None,
-    now: datetime,
-    stale_after_s: float,
-) -> None:
-    """What the pipeline recorded of itself (source, losses, deduplication, queries), and
-    whether its last micro-batch is stale."""
+def _describe(snap: Snapshot, state: dict[str, str], losses: dict[str, int]) -> None:
+    """What the pipeline recorded of itself (source, losses, deduplication, queries)."""
     snap.source_label = state.get("source_label")
     snap.follow_losses = losses
     snap.kafka = kafka_source(state)
@@ -353,13 +390,20 @@ def _describe(
     if "queries" in state:
         snap.queries = frozenset(state["queries"].split(",")) - {"none", ""}
     snap.synthetic = state.get("synthetic") == "True"
-    if last is not None:
-        age = now.timestamp() - epoch_s(last[3])
-        if age > stale_after_s:
-            snap.stale = (
-                f"No micro-batch committed for {ago(age)} (last at {last[3][:19]}Z): the "
-                "pipeline is stopped or idle; showing the data it left."
-            )
+
+
+def _stale(last: LedgerRow | None, now: datetime, stale_after_s: float) -> str | None:
+    """What the page says when the last micro-batch was committed more than
+    ``stale_after_s`` seconds before ``now``; None when it was not (or there is none)."""
+    if last is None:
+        return None
+    age = now.timestamp() - epoch_s(last[3])
+    if age <= stale_after_s:
+        return None
+    return (
+        f"No micro-batch committed for {ago(age)} (last at {last[3][:19]}Z): the pipeline is "
+        "stopped or idle; showing the data it left."
+    )
 
 
 def _panels(
