@@ -341,12 +341,19 @@ def close_sessions(
     closes: bool,
 ) -> pa.Table:
     """:func:`logstream.pipeline.ingest.sessions.close_sessions` on the driver: returns the
-    open sessions of the new snapshot."""
+    open sessions of the new snapshot.
+
+    Unlike the Spark steps, the summaries are merged into the open sessions in every
+    micro-batch, not only in one that closes sessions: on the driver the merge costs
+    milliseconds, and the snapshot written every micro-batch then holds one row per open
+    session instead of a minute's summaries beside them (at 50,000 lines/s, 150,000 rows by
+    the minute's end instead of 3,000). Merging is associative, so the sessions are the same.
+    """
     s = stage.settings
     parts = session_parts(on_time) if write.events else ARROW_PARTS_SCHEMA.empty_table()
-    if not closes:
-        return pa.concat_tables([open_sessions.cast(ARROW_PARTS_SCHEMA), parts])
     merged = merge_sessions(parts, open_sessions, s.session_gap_ms)
+    if not closes:
+        return merged
     closed, still_open = split_closed(merged, s.session_gap_ms, next_watermark)
     since = stage.since.get("sessions")
     if since is not None:  # a visitor seen before `since` may have started earlier
