@@ -25,9 +25,10 @@ import pytest
 
 from logstream.dashboard import start_dashboard_thread
 from logstream.dashboard.figures import ALERT_TRACE
+from logstream.dashboard.layout import WATCHDOG_MS
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
-from tests.dashboard.helpers import alert_row, chromium, filled_store
+from tests.dashboard.helpers import alert_row, chromium, commit, filled_store, traffic_row
 from tests.oracle import is_content, parse_line
 from tests.pipeline.helpers import config, nasa_lines, write_chunks
 
@@ -144,9 +145,9 @@ def browser():
 
 @pytest.fixture(scope="module")
 def server(nasa_store):
-    # the page's default refresh (2 s): Dash shows no result of a callback that a newer tick
-    # triggered again before it answered (plotly/dash-core-components#661), so a refresh
-    # period shorter than a refresh on a loaded machine would leave the page as it was
+    # the page's default refresh (2 s); a page does not tick while its refresh runs (Dash
+    # shows no result of a callback that a newer tick triggered again before it answered,
+    # plotly/dash-core-components#661)
     with start_dashboard_thread(nasa_store, refresh_s=2.0) as srv:
         yield srv
 
@@ -449,3 +450,26 @@ def test_an_alert_written_to_the_store_is_listed_and_marked(browser, tmp_path):
         )
         assert marks == {"x": ["1995-07-09 04:30:00"], "y": [160]}
         context.close()
+
+
+def test_the_page_resumes_when_its_server_comes_back(browser, tmp_path):
+    """A refresh whose request gets no answer (the dashboard's process stopped) leaves the
+    page's refresh timer off, as Dash undoes a callback's ``running`` only on a response; the
+    watchdog turns it back on, so the page shows the next micro-batch once a server is back."""
+    path = tmp_path / "s.db"
+    store = filled_store(path)  # 60 minutes: 1,836 requests
+    context = browser.new_context()
+    pg = context.new_page()
+    with start_dashboard_thread(path, refresh_s=0.5) as srv:
+        port = srv.port
+        pg.goto(srv.url)
+        pg.wait_for_selector("#kpi-requests", timeout=WAIT_S * 1000)
+        pg.check("#range input[value='all']")
+        assert eventually(lambda: kpi(pg, "requests"), "1,836") == "1,836"
+        with pg.expect_event("requestfailed", timeout=WAIT_S * 1000):
+            srv.stop()  # the next refresh's request fails: no response
+    commit(store, 1, traffic=[traffic_row(60, 7)])
+    with start_dashboard_thread(path, port=port, refresh_s=0.5):
+        shown = eventually(lambda: kpi(pg, "requests"), "1,843", WATCHDOG_MS / 1000 + WAIT_S)
+        assert shown == "1,843"
+    context.close()

@@ -436,6 +436,20 @@ def create_app(
                 return dash.no_update, dash.no_update
             return devices_panel(view), devices_figure(view)
 
+    _register_refresh(app, store_path, top, watch, shared)
+    return app
+
+
+def _register_refresh(
+    app: Dash,
+    store_path: Path | str,
+    top: int | None,
+    watch: StoreWatch,
+    shared: SharedResults,
+) -> None:
+    """The page's refresh callback (:func:`safe_refresh` on every tick and control change),
+    and the watchdog that turns its timer back on."""
+
     @app.callback(
         [Output(i, p) for i, p in _OUTPUTS],
         Input("tick", "n_intervals"),
@@ -475,7 +489,13 @@ def create_app(
             shared=shared,
         )
 
-    return app
+    # the refresh timer back on after a request that never got a response (layout.WATCHDOG_MS)
+    app.clientside_callback(
+        "function(n) { return false; }",
+        Output("tick", "disabled", allow_duplicate=True),
+        Input("tick-watchdog", "n_intervals"),
+        prevent_initial_call=True,
+    )
 
 
 # -- serving ---------------------------------------------------------------------------------

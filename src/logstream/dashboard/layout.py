@@ -17,7 +17,9 @@ Element ids (stable, used by the browser test):
 ``graph-health``
 ``health``            latest progress row per query (``health-table``)
 ``late``, ``quarantine``  latest examples (``late-table``, ``quarantine-table``)
-``range``, ``url-prefix``, ``status-filter``  the controls; ``tick`` the refresh timer
+``range``, ``url-prefix``, ``status-filter``  the controls; ``tick`` the refresh timer (off
+                      while a refresh runs), ``tick-watchdog`` the timer that turns it back
+                      on after a request the server never answered
 """
 
 from __future__ import annotations
@@ -238,11 +240,19 @@ def build_layout(refresh_ms: int, spark_ui_url: str, store_label: str) -> html.D
                     _row("late", "quarantine"),
                     html.Div(html.Div(id="health", className="panel"), className="grid1"),
                     dcc.Interval(id="tick", interval=refresh_ms, n_intervals=0),
+                    dcc.Interval(id="tick-watchdog", interval=WATCHDOG_MS, n_intervals=0),
                     dcc.Store(id="seen", data=None),
                 ]
             ),
         ]
     )
+
+
+#: Period of ``tick-watchdog`` (ms): the refresh timer is off while a refresh runs, and a
+#: request the server never answers (it stopped, the network failed) does not turn it back
+#: on (Dash's ``running`` is undone only on a response); the watchdog does, so the page
+#: resumes once the server is back. Longer than any refresh the page should wait for.
+WATCHDOG_MS = 15_000
 
 
 def _controls() -> html.Div:
