@@ -34,7 +34,9 @@ def profile(days: int) -> dict:
     folder = harness.july_files(days)[0].parent
     spark = harness.spark_session(ui_enabled=True)
     t0 = time.perf_counter()
-    build_report(parse(read_lines(spark, [folder]), compile_format("common")))
+    fmt = compile_format("common")
+    parsed = parse(read_lines(spark, [folder]), fmt, time_text=True)
+    build_report(parsed, protocol_required=True, fields=fmt.fields)
     wall = time.perf_counter() - t0
 
     totals, stages = harness.spark_totals(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import re
 import sqlite3
 from collections import defaultdict
 from itertools import groupby
@@ -15,7 +14,7 @@ from itertools import groupby
 import numpy as np
 import pytest
 
-from logstream.analytics.pages import CONTENT_PAGE_REGEX
+from logstream.analytics.pages import is_content_path
 from logstream.dstream import streaming_context
 from logstream.dstream.kmeans import FEATURES, KMeansSettings, build_kmeans_streams, client_features
 from logstream.dstream.weblog import parse_line
@@ -38,7 +37,7 @@ def batch_vectors(lines: list[str]) -> np.ndarray:
         t[0] += 1
         t[1] += r[3]
         t[2] += r[2] >= 400
-        t[3] += bool(re.search(CONTENT_PAGE_REGEX, r[1]))
+        t[3] += is_content_path(r[1])
     return np.array([client_features(tuple(t)) for t in totals.values()])
 
 

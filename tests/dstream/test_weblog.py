@@ -5,14 +5,13 @@ an independent count over its minutes."""
 from __future__ import annotations
 
 import gzip
-import re
 import sqlite3
 from collections import Counter
 from itertools import groupby
 
 import pytest
 
-from logstream.analytics.pages import CONTENT_PAGE_REGEX
+from logstream.analytics.pages import is_content_path
 from logstream.dstream import DStreamSettings, build_weblog_streams, streaming_context
 from logstream.dstream.weblog import (
     DSTREAM_QUERY,
@@ -128,7 +127,7 @@ def test_dstream_counts_equal_the_batch_report_and_independent_windows(spark, na
     # reduceByKeyAndWindow with the inverse function: each batch's window of WINDOW minutes
     # equals a count over those minutes' lines (the first windows hold fewer minutes)
     paths = [[r[1] for x in m if (r := parse_line(x, rx, fmt.fields))] for m in by_minute]
-    pages = [Counter(p for p in m if re.search(CONTENT_PAGE_REGEX, p)) for m in paths]
+    pages = [Counter(p for p in m if is_content_path(p)) for m in paths]
     for i, t in enumerate(times):
         window = sum(pages[max(0, i - WINDOW + 1) : i + 1], Counter())
         expected = sorted(window.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]

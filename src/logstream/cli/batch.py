@@ -262,7 +262,7 @@ def batch(
             fmt,
             Filtering(flt, previous, site_pattern, change_threshold),
             top,
-            {**options, "log_format": fmt.name, "protocol_required": "protocol" in fmt.fields},
+            {**options, **_format_options(fmt)},
             inputs=[str(p) for p in paths],
             quarantine_path=str(quarantine_path.absolute()) if quarantine_path else None,
             corrupt_files=corrupt.result() if not strict else {},
@@ -276,6 +276,15 @@ def batch(
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
     _show_and_write(report, quiet=quiet, json_path=json_path, html_path=html_path)
+
+
+def _format_options(fmt: Any) -> dict[str, Any]:
+    """:func:`~logstream.report.build_report`'s options that the log format decides."""
+    return {
+        "log_format": fmt.name,
+        "protocol_required": "protocol" in fmt.fields,
+        "fields": fmt.fields,
+    }
 
 
 def _progress(spark: Any, console: Any, files: list[str], heavy: bool, returning: bool) -> Any:

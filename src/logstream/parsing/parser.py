@@ -23,10 +23,20 @@ from logstream.schema import EVENT_COLUMNS
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["MAX_FUTURE_S", "REASON_COLUMN", "events", "fenced", "parse", "quarantine"]
+__all__ = [
+    "MAX_FUTURE_S",
+    "REASON_COLUMN",
+    "TIME_TEXT_COLUMN",
+    "events",
+    "fenced",
+    "parse",
+    "quarantine",
+]
 
 #: Column of :func:`parse`'s output naming why a line is quarantined (null when parsed).
 REASON_COLUMN = "quarantine_reason"
+#: Column of :func:`parse`'s output (``time_text=True``) holding the time as written.
+TIME_TEXT_COLUMN = "time_text"
 #: How far ahead of the clock an event time may be before the line is quarantined as
 #: ``future_event_time`` (seconds; ``logstream run --max-future``): a day, as Apache Druid's
 #: ``earlyMessageRejectionPeriod`` is commonly set, which no clock skew or time zone reaches.
@@ -87,7 +97,11 @@ def _two_digit_year(pattern: str | None) -> bool:
 
 
 def parse(
-    lines: DataFrame, fmt: CompiledFormat, max_future_s: float | None = MAX_FUTURE_S
+    lines: DataFrame,
+    fmt: CompiledFormat,
+    max_future_s: float | None = MAX_FUTURE_S,
+    *,
+    time_text: bool = False,
 ) -> DataFrame:
     """Parse raw lines into events and quarantine candidates in one pass.
 
@@ -105,6 +119,9 @@ def parse(
         ``current_timestamp()``: in a streaming query the micro-batch's own timestamp, which
         its offset log records, so a replay decides the same way. None: no such rule (the
         continuous trigger refuses ``current_timestamp()``).
+    time_text : bool
+        Also keep the time as written in the line, in a last column :data:`TIME_TEXT_COLUMN`
+        (the batch report reads the line's offset from it, not from the whole line).
 
     Returns
     -------
@@ -177,6 +194,7 @@ def parse(
         F.col("source_file"),
         F.col("raw_line"),
         F.col("_matched"),
+        *((group["time"].alias(TIME_TEXT_COLUMN),) if time_text else ()),
     )
     reason = (
         F.when(F.trim(F.col("raw_line")) == "", F.lit("empty_line"))
@@ -188,7 +206,8 @@ def parse(
     )
     if max_future_s is not None:
         reason = reason.when(_in_the_future(max_future_s), F.lit("future_event_time"))
-    return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN))
+    kept = (TIME_TEXT_COLUMN,) if time_text else ()
+    return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN), *kept)
 
 
 def _in_the_future(max_future_s: float) -> Column:

@@ -1,38 +1,34 @@
 """The batch report: GoAccess-class statistics of a set of log files (book Ch. 7, "Batch
 Analytics").
 
-:func:`build_report` reads and parses each line once and aggregates it once: one hash
-aggregation keyed by view and key (:func:`_view_counts`) counts every table of the report
-(status codes, hours, URLs, content pages per day, hosts per day, the reference dimensions),
-the per-minute visit summaries that merge into sessions, and the quarantined lines, in one pass
-over the input: the pane idea of the streaming pipeline, applied to the whole input. Only
-bounded results reach the driver: a handful of totals, at most 600 status codes, ``top`` rows
-per table, one row per hour and per day. The keys of the returned dictionary are stable (see
-:data:`REPORT_KEYS`).
+:func:`build_report` reads and parses each line once and aggregates it once
+(:func:`logstream.report.views.view_counts`: every table's items, every visitor, every
+half-hour of a visit in one hash aggregation, the pane idea of the streaming pipeline applied
+to the whole input), then reads every ranked table of the report in one more job
+(:func:`logstream.report.items.ranked_tables`). Only bounded results reach the driver: a
+handful of totals, a row per hour and status code, ``top`` rows per table, one row per day.
+The keys of the returned dictionary are stable (see :data:`REPORT_KEYS`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from logstream import analytics
-from logstream.analytics.requests import event_request_target
-from logstream.analytics.sessions import summary_session
-from logstream.analytics.visitors import local_day
-from logstream.parsing import REASON_COLUMN
 from logstream.parsing.detect import LOG_OFFSET_REGEX
 from logstream.reference import ReferenceTables
-from logstream.report.panels import PANEL_COLUMNS, PANELS, build_panels, panel_inputs, panel_views
+from logstream.report.items import TableRows, ranked_tables
+from logstream.report.panels import PANELS, assemble_panels
 from logstream.report.reference import reference_section
+from logstream.report.sessions import session_summary
+from logstream.report.views import count_host_days, persisted, view_counts
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
@@ -97,9 +93,11 @@ def build_report(
     static_extensions: Sequence[str] = (),
     site_host: str | None = None,
     protocol_required: bool = False,
+    fields: Collection[str] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Compute the batch report from parsed lines.
+    """Compute the batch report from parsed lines: one pass over them, then a few small jobs
+    (the module's docstring).
 
     Parameters
     ----------
@@ -132,15 +130,19 @@ def build_report(
         ``corrupt_file``.
     reference : ReferenceTables, optional
         Reference tables (:mod:`logstream.reference`); default: the built-in agent classes
-        and first-segment sections. The events are enriched by the same broadcast joins as
-        in ``logstream run``.
+        and first-segment sections, joined to the report's rows as ``logstream run`` joins
+        them to events.
     panels, static_extensions, site_host
         GoAccess's panels to compute (default: all), extensions counted as static besides
-        GoAccess's, your own site's host: :func:`logstream.report.panels.panel_views`.
+        GoAccess's, your own site's host (its referrals leave the referrer panels).
     protocol_required : bool
         The log format has a protocol (``"protocol" in CompiledFormat.fields``, as
         ``logstream batch`` passes it): a request without a valid one is GoAccess's request
         ``-`` (:func:`logstream.analytics.requests.request_target`).
+    fields : collection of str, optional
+        The event fields of the log format (``CompiledFormat.fields``): the views of fields
+        it lacks are left out of the one aggregation. None: every view, and a log without
+        user agents is told by its rows.
     on_step : callable, optional
         Called with the name of each step of the work as it starts (the keys of
         :data:`logstream.report.progress.REPORT_STEPS`, in that order: ``read, parse,
@@ -164,13 +166,14 @@ def build_report(
         ``status_classes`` maps ``"2xx"`` to requests; the ``top_*`` and ``hourly`` entries are
         lists of row dictionaries; ``sessions`` summarises visitor sessions (30-minute gap,
         :func:`~logstream.analytics.sessions`): ``sessions``, ``median_duration_s`` and
-        ``p95_duration_s`` (seconds, KLL estimates), ``bounce_rate`` (0–1) and
-        ``pages_per_session``; ``reference`` holds ``crawler_share`` (0–1: requests of the
-        ``crawler`` agent class over valid requests), ``agent_classes``, ``sections`` and
-        (with a networks table) ``networks``: the top ``top`` keys by requests, each with
-        ``requests``, ``bytes``, ``errors`` (status ≥ 400) and ``error_rate``; and
-        ``tables``: each table's source and version (SHA-256); and each panel of ``panels``
-        in GoAccess's layout (:func:`logstream.report.panels.build_panels`).
+        ``p95_duration_s`` (seconds, exact: the smallest duration at least half, 95 %, of
+        the sessions do not exceed), ``bounce_rate`` (0–1) and ``pages_per_session``;
+        ``reference`` holds ``crawler_share`` (0–1: requests of the ``crawler`` agent class
+        over valid requests), ``agent_classes``, ``sections`` and (with a networks table)
+        ``networks``: the top ``top`` keys by requests, each with ``requests``, ``bytes``,
+        ``errors`` (status ≥ 400) and ``error_rate``; and ``tables``: each table's source
+        and version (SHA-256); and each panel of ``panels`` in GoAccess's layout
+        (:func:`logstream.report.panels.assemble_panels`).
 
     Raises
     ------
@@ -179,220 +182,213 @@ def build_report(
     """
     if top < 1:
         raise ValueError(f"top must be at least 1, got {top}")
-    tables = (reference if reference is not None else ReferenceTables()).current
-    # the input is read and parsed once: every table, the sessions and the quarantine come from
-    # the rows of one aggregation, which is small (a row per key) and cached
-    panels = [p for p in PANELS if p in panels]
     step = _ON_STEP.set(on_step)
-    views = _view_counts(
-        parsed, time_zone, tables, panels, static_extensions, site_host, protocol_required
-    )
-    counts = views.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        report = _build(
-            counts, top, time_zone, log_format, inputs or [], quarantine_path, corrupt_files or {}
+        counts, host_days = _count(
+            parsed, time_zone, static_extensions, site_host, protocol_required, fields
         )
-        _describe(counts, "reference")
-        report["reference"] = reference_section(counts, tables, top)
-        _describe(counts, "panels")
-        report.update(build_panels(counts, panels, top, tables.get("agents")))
+        tables = (reference if reference is not None else ReferenceTables()).current
+        general = (time_zone, log_format, inputs or [], len(corrupt_files or {}))
+        report = _tables(counts, host_days, top, tables, panels, fields, general)
+        quarantined = (report.pop("_small"), quarantine_path, corrupt_files or {})
+        report["quarantine"] = _quarantine(counts, *quarantined)
+        _describe(counts, "sessions")
+        report["sessions"] = session_summary(counts.where(F.col("view") == "visit"))
     finally:
-        counts.unpersist()
-        parsed.sparkSession.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
-        _ON_STEP.reset(step)
+        _release(locals().get("counts"), parsed, step)
     report["general"]["duplicates_dropped"] = duplicates_dropped
+    return {key: report[key] for key in REPORT_KEYS if key in report}
+
+
+def _release(counts: DataFrame | None, parsed: DataFrame, step: Any) -> None:
+    """After the report: the persisted counts dropped, the job description and the step
+    callback of :func:`build_report` reset."""
+    if counts is not None:
+        counts.unpersist()
+    parsed.sparkSession.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+    _ON_STEP.reset(step)
+
+
+def _count(
+    parsed: DataFrame,
+    time_zone: str | None,
+    static_extensions: Sequence[str],
+    site_host: str | None,
+    protocol_required: bool,
+    fields: Collection[str] | None,
+) -> tuple[DataFrame, Observation]:
+    """The one aggregation of :func:`logstream.report.views.view_counts`, persisted, under
+    :data:`REPORT_CONF`, and the observation of its hosts per day."""
+    conf = _ReportConf(parsed.sparkSession)
+    try:
+        every, host_days = count_host_days(
+            view_counts(
+                parsed,
+                time_zone=time_zone,
+                static_extensions=static_extensions,
+                site_host=site_host,
+                protocol_required=protocol_required,
+                fields=fields,
+            )
+        )
+        counts = persisted(every)
+        _describe(counts, "read, parse, aggregate")  # the first job computes the aggregation
+        counts.count()
+    finally:
+        conf.restore()
+    return counts, host_days
+
+
+def _tables(
+    counts: DataFrame,
+    host_days: Observation,
+    top: int,
+    tables: dict[str, Any],
+    panels: Sequence[str],
+    fields: Collection[str] | None,
+    general: tuple[Any, ...],
+) -> dict[str, Any]:
+    """The report but its quarantine and sessions: the small views, then every ranked
+    table in one job (its reference section and GoAccess's panels)."""
+    panels = [p for p in PANELS if p in panels]
+    small = _small_views(counts)
+    _describe(counts, "tables")
+    with_agents = None if fields is None else "user_agent" in fields
+    ranked = ranked_tables(counts, panels, top, tables, with_agents)
+    report = _build(small, ranked, int(host_days.get["host_days"]), top, *general)
+    _describe(counts, "reference")
+    report["reference"] = reference_section(ranked, tables, top)
+    _describe(counts, "panels")
+    report.update(assemble_panels(ranked, panels, top))
+    report["_small"] = small
     return report
 
 
-def _view_counts(
-    parsed: DataFrame,
-    time_zone: str | None,
-    tables: dict[str, Any],
-    panels: Sequence[str] = (),
-    static_extensions: Sequence[str] = (),
-    site_host: str | None = None,
-    protocol_required: bool = False,
-) -> DataFrame:
-    """Every table of the report from one aggregation of the parsed lines.
-
-    Each line is projected into the views it belongs to (``F.inline`` of an array of structs:
-    a row per view), and one hash aggregation keyed by the view and its keys counts them all
-    in one pass: the pane idea of :func:`logstream.analytics.panes.fold_panes`, over the whole
-    input. Views of an event: ``hour`` (key: the UTC hour, epoch seconds // 3600; ``key2``:
-    the status code; ``key3``, with ``time_zone`` None: the offset written in the line, in
-    seconds east of UTC, 0 without one), ``url`` (the path, null included), ``page_day`` (content
-    pages per calendar day of ``time_zone``, or of the line's own offset when None),
-    ``host_day`` (client hosts per calendar day, ``key2`` the user agent, ``-`` for none:
-    each row a GoAccess visitor when ``uniq`` > 0), ``not_found_request`` (a request
-    answered 404, keyed as GoAccess keys it: the target, ``key4`` its method and protocol),
-    ``visit`` (a
-    client host and user agent, ``key2``, per UTC minute: the summaries that merge into
-    sessions, :func:`logstream.analytics.sessions.session_parts`). The reference dimensions
-    are read from these rows, not from the events
-    (:func:`logstream.report.reference.reference_section`). Each quarantined line
-    is a row of its own in the view ``bad``: its raw text, source file (``key2``), reason
-    (``key3``) and position in the input (``at``), so the quarantine keeps every copy in input
-    order. The rows of GoAccess's ``panels`` come from
-    :func:`logstream.report.panels.panel_views`.
-
-    Returns
-    -------
-    DataFrame
-        ``view``, ``key``, ``key2``, ``key3``, ``key4`` (string), ``day`` (date), ``at``
-        (bigint: the minute of a ``visit``, epoch milliseconds; the position of a ``bad``
-        line), the keys (null where a view has none); ``requests`` (lines), ``bytes``
-        (bytes), ``errors`` (status ≥ 400), ``not_found`` (status 404), ``pages`` (content
-        pages), ``uniq`` (requests that make a GoAccess visitor: status not 4xx) (bigint);
-        ``first_ms``, ``last_ms`` (bigint: epoch milliseconds of the first and last event).
-    """
-    is_event = F.col(REASON_COLUMN).isNull()
-    url = F.col("url_path")
-    t_ms = F.unix_millis("event_time")
-    offset, day = _calendar(time_zone)
-    status_text = F.col("status").cast("string")
-    view = _view_maker(is_event)
-    views = [
-        view(
-            "hour", F.floor(F.unix_seconds("event_time") / 3600).cast("string"), status_text, offset
-        ),
-        view("url", url),
-        view("page_day", url, on_day=day, when=is_event & F.col("_page")),
-        view(
-            "host_day",
-            F.col("client_host"),
-            F.coalesce(F.col("user_agent"), F.lit("-")),
-            on_day=day,
-        ),
-        _not_found_request(view, is_event, protocol_required),
-        view(
-            "visit",
-            F.col("client_host"),
-            F.coalesce("user_agent", F.lit("")),
-            at=t_ms - F.pmod(t_ms, F.lit(60_000)),
-        ),
-        view(
-            "bad",
-            F.col("raw_line"),
-            F.col("source_file"),
-            F.col(REASON_COLUMN),
-            at=F.monotonically_increasing_id(),  # the order of the input
-            when=~is_event,
-        ),
-        *panel_views(
-            view,
-            day,
-            is_event,
-            panels=panels,
-            static_extensions=static_extensions,
-            site_host=site_host,
-        ),
-    ]
-    rows = parsed.select(
-        *_EVENT_COLUMNS,
-        *(c for c in PANEL_COLUMNS if panels or c in _REQUEST_COLUMNS),
-        "raw_line",
-        "source_file",
-        REASON_COLUMN,
-        analytics.is_content_page().alias("_page"),
-    )
-    if time_zone is None:  # the offset read once per line, then used by two views
-        rows = rows.withColumn("_offset_s", _line_offset_seconds(F.col("raw_line")))
-    rows = rows.withColumns(panel_inputs(day, panels, protocol_required))
-    return _count_views(
-        rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", t_ms.alias("_t"))
-    )
+#: The report's shuffle settings: many partitions, which adaptive execution coalesces to
+#: about the advisory size, so that no task's aggregation outgrows its memory and spills
+#: (10M NASA lines, 2 cores, 2 GiB: the one aggregation's second stage spilled 2.1 GiB with
+#: logstream's 4 partitions and took 39 s of executor time; with these, nothing and 12.5 s).
+REPORT_CONF = {
+    "spark.sql.shuffle.partitions": "200",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "16m",
+    # the persisted rows coalesced too (Spark keeps a cached plan's partitions otherwise)
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+}
 
 
-def _calendar(time_zone: str | None) -> tuple[Column, Column]:
-    """The offset written in a line (``key3`` of the ``hour`` view: seconds east of UTC, as
-    text; null with a ``time_zone``) and the line's calendar day: the date written in it
-    (``time_zone`` None), else its day in ``time_zone``."""
-    if time_zone is None:  # each line's calendar day is the date written in it
-        offset = F.col("_offset_s").cast("string")  # seconds east of UTC
-        day = F.date_from_unix_date(
-            F.floor((F.unix_seconds("event_time") + F.col("_offset_s")) / 86_400).cast("int")
+class _ReportConf:
+    """:data:`REPORT_CONF` set on a session for the report, the session's own restored
+    after it (:meth:`restore`)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.before = {key: spark.conf.get(key, None) for key in REPORT_CONF}
+        for key, value in REPORT_CONF.items():
+            spark.conf.set(key, value)
+
+    def restore(self) -> None:
+        for key, value in self.before.items():
+            if value is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, value)
+
+
+def _small_views(counts: DataFrame) -> list[dict[str, Any]]:
+    """The small views in one collect (the first job, which computes the aggregation): a row
+    per hour, status code and written offset (one or two a log), per quarantine reason."""
+    view = F.col("view")
+    hour, bad = view == "hour", view == "bad"
+    return _rows(
+        counts.where(hour | bad)
+        .groupBy(
+            "view",
+            F.when(bad, F.col("s3")).alias("reason"),
+            F.when(hour, F.col("l1")).alias("hour"),
+            F.when(hour, F.col("l2")).alias("status"),
+            F.when(hour, F.col("l3")).alias("offset"),
         )
-        return offset, day
-    return F.lit(None).cast("string"), local_day(time_zone)
-
-
-def _view_maker(is_event: Column) -> Callable[..., Column]:
-    """``view(name, key, key2, key3, on_day=, at=, when=, key4=)``: the struct of one view
-    of a line for :func:`_view_counts` (its name null unless ``when``, by default the line
-    is an event)."""
-    none = F.lit(None).cast("string")
-
-    def view(
-        name: str,
-        key: Column,
-        key2: Column = none,
-        key3: Column = none,
-        on_day: Column | None = None,
-        at: Column | None = None,
-        when: Column = is_event,
-        key4: Column = none,
-    ) -> Column:
-        return F.struct(
-            F.when(when, F.lit(name)).alias("view"),
-            key.alias("key"),
-            key2.alias("key2"),
-            key3.alias("key3"),
-            key4.alias("key4"),
-            (F.lit(None).cast("date") if on_day is None else on_day).alias("day"),
-            (F.lit(None).cast("bigint") if at is None else at).alias("at"),
-        )
-
-    return view
-
-
-def _not_found_request(
-    view: Callable[..., Column], is_event: Column, protocol_required: bool
-) -> Column:
-    """The ``not_found_request`` view: a request answered 404 as GoAccess keys it (its target,
-    ``key4`` its method and protocol: :func:`logstream.analytics.requests.request_target`),
-    computed for those lines only (a CASE evaluates no other branch)."""
-    is_404 = F.col("status") == 404
-    target, method_protocol = event_request_target(protocol_required=protocol_required)
-    return view(
-        "not_found_request",
-        F.when(is_404, target),
-        key4=F.when(is_404, method_protocol),
-        when=is_event & is_404,
-    )
-
-
-def _count_views(projected: DataFrame) -> DataFrame:
-    """The one aggregation of :func:`_view_counts` over the lines projected into views."""
-    status = F.col("status")
-    return (
-        projected.where(F.col("view").isNotNull())
-        .groupBy("view", "key", "key2", "key3", "key4", "day", "at")
         .agg(
-            F.count("*").alias("requests"),
-            F.coalesce(F.sum("bytes_sent"), F.lit(0)).cast("bigint").alias("bytes"),
-            F.count_if(status >= analytics.ERROR_STATUS_MIN).alias("errors"),
-            F.count_if(status == 404).alias("not_found"),
-            F.count_if("_page").alias("pages"),
-            F.count_if((status < 400) | (status >= 500)).alias("uniq"),
-            F.min("_t").alias("first_ms"),
-            F.max("_t").alias("last_ms"),
+            *(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")),
+            F.min("first_ms").alias("first_ms"),
+            F.max("last_ms").alias("last_ms"),
         )
     )
 
 
-def _line_offset_seconds(raw_line: Column) -> Column:
-    """The UTC offset written in a line (:data:`LOG_OFFSET_REGEX`) in seconds east of UTC, 0
-    when the line has none (epoch times): native expressions that read the line's text once
-    (each reference to the extracted text would run the regular expression again)."""
-    written = F.regexp_extract(raw_line, LOG_OFFSET_REGEX, 1)  # ±HHMM, ±HH:MM, Z or ""
-    # ±HHMM: "+0000" appended for Z or none, the colon and the Z dropped, five characters kept
-    hhmm = F.substring(F.regexp_replace(F.concat(written, F.lit("+0000")), "[:Z]", ""), 1, 5)
-    # the offset is what the local midnight of 1970-01-01 lacks to be the epoch
-    # (try_: an impossible offset such as +9900 counts as none instead of failing the job)
-    midnight = F.try_to_timestamp(
-        F.concat(F.lit("1970-01-01 00:00:00"), hhmm), F.lit("yyyy-MM-dd HH:mm:ssZ")
-    )
-    return -F.coalesce(F.unix_seconds(midnight), F.lit(0))
+def _build(
+    small: list[dict[str, Any]],
+    ranked: TableRows,
+    host_days: int,
+    top: int,
+    time_zone: str | None,
+    log_format: str,
+    inputs: list[str],
+    corrupt: int,
+) -> dict[str, Any]:
+    """The report's ``general`` section and its top tables, from the small views and the
+    ranked tables."""
+    hours = [r for r in small if r["view"] == "hour"]
+    failed = sum(r["requests"] for r in small if r["view"] == "bad")
+    offsets: dict[str, int] = {}
+    from_log = time_zone is None
+    if time_zone is None:  # the log's own: the offset most lines were written in
+        offsets = _written_offsets(hours)
+        time_zone = min(offsets.items(), key=lambda kv: (-kv[1], kv[0]))[0] if offsets else "UTC"
+    valid = sum(r["requests"] for r in hours)
+    general = {
+        "total_requests": valid + failed,
+        "valid_requests": valid,
+        "failed_requests": failed,
+        "unique_visitors": ranked.total("visitors", "visitors"),
+        "hosts_per_day": host_days,
+        "unique_urls": ranked.total("top_urls", "items"),
+        "unique_not_found": ranked.total("not_found", "items"),
+        "bandwidth_bytes": sum(r["bytes"] for r in hours),
+        "first_event": _iso_ms(min((r["first_ms"] for r in hours), default=None), time_zone),
+        "last_event": _iso_ms(max((r["last_ms"] for r in hours), default=None), time_zone),
+        "time_zone": time_zone,
+        "time_zone_source": "log" if from_log else "option",
+        **({"log_offsets": dict(sorted(offsets.items()))} if from_log else {}),
+        "log_format": log_format,
+        "inputs": inputs,
+        "corrupt_files": corrupt,
+    }
+    status_codes, status_classes, hourly = _status_and_hours(hours, time_zone)
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    for r in ranked.rows.get("top_pages", []):
+        by_day.setdefault(r["grp"], []).append(
+            {"rank": r["rank"], "url_path": r["data"], "requests": r["hits"]}
+        )
+    return {
+        "general": general,
+        "status_codes": status_codes,
+        "status_classes": status_classes,
+        "top_urls": [
+            {"url_path": r["data"], "requests": r["hits"], "bytes": r["bytes"]}
+            for r in ranked.top("top_urls", top)
+        ],
+        "top_content_pages_by_day": [
+            {"day": day, "pages": pages} for day, pages in sorted(by_day.items())
+        ],
+        "hourly": hourly,
+        "top_hosts": [
+            {"client_host": r["data"], "requests": r["hits"], "bytes": r["bytes"]}
+            for r in ranked.top("top_hosts", top)
+        ],
+        "top_not_found": [
+            {"url_path": r["data"], "requests": r["hits"]} for r in ranked.top("top_not_found", top)
+        ],
+    }
+
+
+def _written_offsets(hours: list[dict[str, Any]]) -> dict[str, int]:
+    """Requests per UTC offset written in the lines (``±HH:MM``), from the hour rows."""
+    offsets: dict[str, int] = {}
+    for r in hours:
+        written = _offset_text(None if r["offset"] is None else int(r["offset"]))
+        offsets[written] = offsets.get(written, 0) + r["requests"]
+    return offsets
 
 
 def _offset_text(seconds: int | None) -> str:
@@ -403,147 +399,22 @@ def _offset_text(seconds: int | None) -> str:
     return f"{sign}{hours:02d}:{minutes:02d}"
 
 
-#: The event columns the report reads.
-_EVENT_COLUMNS = ("client_host", "user_agent", "event_time", "url_path", "status", "bytes_sent")
-#: The columns of a request as GoAccess keys it (``not_found_request``), beyond the path.
-_REQUEST_COLUMNS = ("query_string", "method", "protocol")
-
-
-def _build(
-    counts: DataFrame,
-    top: int,
-    time_zone: str | None,
-    log_format: str,
-    inputs: list[str],
-    quarantine_path: str | None,
-    corrupt_files: dict[str, str],
-) -> dict[str, Any]:
-    """The report from the rows of :func:`_view_counts`: the Spark jobs in order (totals, the
-    small views, pages per day, quarantine, the top tables, sessions)."""
-    view = F.col("view")
-    _describe(counts, "read, parse, aggregate")  # the first action computes the aggregation
-    summary = _summary(counts)
-    _describe(counts, "tables")
-    small = _small_views(counts)
-    reasons = dict(sorted((r["key"], r["requests"]) for r in small if r["view"] == "bad"))
-    failed = sum(reasons.values())
-    offsets: dict[str, int] = {}
-    from_log = time_zone is None
-    if time_zone is None:  # the log's own: the offset most lines were written in
-        offsets = _written_offsets(small)
-        time_zone = min(offsets.items(), key=lambda kv: (-kv[1], kv[0]))[0] if offsets else "UTC"
-    valid = int(summary["valid_requests"] or 0)
-    general = {
-        "total_requests": valid + failed,
-        "valid_requests": valid,
-        "failed_requests": failed,
-        "unique_visitors": int(summary["unique_visitors"]),
-        "hosts_per_day": int(summary["hosts_per_day"]),
-        "unique_urls": int(summary["unique_urls"]),
-        "unique_not_found": int(summary["unique_not_found"]),
-        "bandwidth_bytes": int(summary["bandwidth_bytes"] or 0),
-        "first_event": _iso_ms(summary["first_ms"], time_zone),
-        "last_event": _iso_ms(summary["last_ms"], time_zone),
-        "time_zone": time_zone,
-        "time_zone_source": "log" if from_log else "option",
-        **({"log_offsets": dict(sorted(offsets.items()))} if from_log else {}),
-        "log_format": log_format,
-        "inputs": inputs,
-        "corrupt_files": len(corrupt_files),
-    }
-    status_codes, status_classes, hourly = _status_and_hours(small, time_zone)
-    by_day = _pages_by_day(counts, top)
-    urls = counts.where((view == "url") & F.col("key").isNotNull())
-    top_urls = urls.select(F.col("key").alias("url_path"), "requests", "bytes")
-    not_found = urls.where(F.col("not_found") > 0).select(
-        F.col("key").alias("url_path"), F.col("not_found").alias("requests")
-    )
-    hosts = (
-        counts.where(view == "host_day")
-        .groupBy(F.col("key").alias("client_host"))
-        .agg(F.sum("requests").alias("requests"), F.sum("bytes").alias("bytes"))
-    )
-    quarantine = _quarantine(counts, failed, reasons, quarantine_path, corrupt_files)
-
-    _describe(counts, "tables")
-    return {
-        "general": general,
-        "status_codes": status_codes,
-        "status_classes": status_classes,
-        "top_urls": _rows(_top(top_urls, "url_path", top)),
-        "top_content_pages_by_day": [{"day": d, "pages": p} for d, p in by_day.items()],
-        "hourly": hourly,
-        "top_hosts": _rows(_top(hosts, "client_host", top)),
-        "top_not_found": _rows(_top(not_found, "url_path", top)),
-        "sessions": _sessions(counts.where(view == "visit")),
-        "quarantine": quarantine,
-    }
-
-
-def _summary(counts: DataFrame) -> Any:
-    """The totals of the report: one global aggregate (one ``Row``)."""
-    view = F.col("view")
-    summary = counts.agg(
-        F.sum(F.when(view == "hour", F.col("requests"))).alias("valid_requests"),
-        # GoAccess's visitors: a host_day row is one (host, day, user agent)
-        F.count_if((view == "host_day") & (F.col("uniq") > 0)).alias("unique_visitors"),
-        F.count_distinct(
-            F.when((view == "host_day") & F.col("key").isNotNull(), F.struct("key", "day"))
-        ).alias("hosts_per_day"),
-        F.count_if((view == "url") & F.col("key").isNotNull()).alias("unique_urls"),
-        F.count_if(view == "not_found_request").alias("unique_not_found"),
-        F.sum(F.when(view == "hour", F.col("bytes"))).alias("bandwidth_bytes"),
-        F.min(F.when(view == "hour", F.col("first_ms"))).alias("first_ms"),
-        F.max(F.when(view == "hour", F.col("last_ms"))).alias("last_ms"),
-    ).first()
-    assert summary is not None  # a global aggregate always has one row
-    return summary
-
-
-def _small_views(counts: DataFrame) -> list[dict[str, Any]]:
-    """The small views in one collect: a row per hour, status code and written offset (one
-    or two a log), per quarantine reason."""
-    view = F.col("view")
-    return _rows(
-        counts.where(view.isin("hour", "bad"))
-        .groupBy(
-            "view",
-            F.when(view == "bad", F.col("key3")).otherwise(F.col("key")).alias("key"),
-            F.when(view == "hour", F.col("key2")).alias("status"),
-            F.when(view == "hour", analytics.status_class(F.col("key2").cast("int"))).alias(
-                "status_class"
-            ),
-            F.when(view == "hour", F.col("key3")).alias("offset"),
-        )
-        .agg(*(F.sum(c).alias(c) for c in ("requests", "bytes", "errors")))
-    )
-
-
-def _written_offsets(small: list[dict[str, Any]]) -> dict[str, int]:
-    """Requests per UTC offset written in the lines (``±HH:MM``), from :func:`_small_views`."""
-    offsets: dict[str, int] = {}
-    for r in small:
-        if r["view"] == "hour":
-            written = _offset_text(None if r["offset"] is None else int(r["offset"]))
-            offsets[written] = offsets.get(written, 0) + r["requests"]
-    return offsets
-
-
 def _status_and_hours(
-    small: list[dict[str, Any]], time_zone: str
+    hours: list[dict[str, Any]], time_zone: str
 ) -> tuple[dict[str, int], dict[str, int], list[dict[str, Any]]]:
     """The ``status_codes``, ``status_classes`` and ``hourly`` tables of the report."""
     per_code: dict[int, int] = {}
-    per_class: dict[str, int] = {}
     per_hour: dict[int, list[int]] = {}  # requests, bytes, errors
-    for r in small:
-        if r["view"] == "hour":
-            code = int(r["status"])
-            per_code[code] = per_code.get(code, 0) + r["requests"]
-            per_class[r["status_class"]] = per_class.get(r["status_class"], 0) + r["requests"]
-            sums = per_hour.setdefault(int(r["key"]), [0, 0, 0])
-            for i, c in enumerate(("requests", "bytes", "errors")):
-                sums[i] += r[c]
+    for r in hours:
+        code = int(r["status"])
+        per_code[code] = per_code.get(code, 0) + r["requests"]
+        sums = per_hour.setdefault(int(r["hour"]), [0, 0, 0])
+        for i, c in enumerate(("requests", "bytes", "errors")):
+            sums[i] += r[c]
+    per_class: dict[str, int] = {}
+    for code, n in per_code.items():
+        name = f"{code // 100}xx"
+        per_class[name] = per_class.get(name, 0) + n
     status_codes = {str(code): n for code, n in sorted(per_code.items())}
     status_classes = dict(sorted(per_class.items()))
     hourly = [
@@ -558,36 +429,23 @@ def _status_and_hours(
     return status_codes, status_classes, hourly
 
 
-def _pages_by_day(counts: DataFrame, top: int) -> dict[str, list[dict[str, Any]]]:
-    """The ``top`` content pages of each day (ISO date → ranked rows), in day order."""
-    pages = counts.where(F.col("view") == "page_day").select(
-        "day", F.col("key").alias("url_path"), "requests"
-    )
-    by_day: dict[str, list[dict[str, Any]]] = {}
-    ranked = analytics.top_n_per_group(pages, ["day"], ["requests"], top).orderBy("day", "rank")
-    for r in _rows(ranked):
-        by_day.setdefault(r["day"].isoformat(), []).append(
-            {"rank": r["rank"], "url_path": r["url_path"], "requests": r["requests"]}
-        )
-    return by_day
-
-
 def _quarantine(
     counts: DataFrame,
-    failed: int,
-    reasons: dict[str, int],
+    small: list[dict[str, Any]],
     quarantine_path: str | None,
     corrupt_files: dict[str, str],
 ) -> dict[str, Any]:
     """The report's ``quarantine`` section; writes every quarantined line, in the order of the
     input, and the corrupt files to ``quarantine_path`` (JSON Lines) when it is given."""
+    reasons = dict(sorted((r["reason"], r["requests"]) for r in small if r["view"] == "bad"))
+    failed = sum(reasons.values())
     bad = (
         counts.where(F.col("view") == "bad")
-        .orderBy("at")
+        .orderBy("l1")
         .select(
-            F.col("key").alias("raw_line"),
-            F.col("key2").alias("source_file"),
-            F.col("key3").alias("reason"),
+            F.col("s1").alias("raw_line"),
+            F.col("s2").alias("source_file"),
+            F.col("s3").alias("reason"),
             F.lit(None).cast("string").alias("detail"),
         )
     )
@@ -616,44 +474,6 @@ def _quarantine(
     }
 
 
-def _sessions(visits: DataFrame, gap_s: int = 1800) -> dict[str, Any]:
-    """The session summary from the ``visit`` rows of :func:`_view_counts` (a visitor's
-    requests per minute): merged by Spark's session windows exactly as
-    :func:`logstream.analytics.sessions` merges single requests (book Ch. 2, "how long was the
-    user session?")."""
-    _describe(visits, "sessions")
-    merged = visits.groupBy(
-        summary_session(gap_s), F.col("key").alias("client_host"), F.col("key2").alias("agent")
-    ).agg(
-        F.min("first_ms").alias("first_ms"),
-        F.max("last_ms").alias("last_ms"),
-        F.sum("pages").alias("pages"),
-    )
-    seconds = F.floor(F.col("last_ms") / 1000) - F.floor(F.col("first_ms") / 1000)
-    row = (
-        merged.agg(
-            F.count("*").alias("sessions"),
-            F.avg((F.col("pages") <= 1).cast("double")).alias("bounce_rate"),
-            F.avg("pages").alias("pages_per_session"),
-            F.kll_sketch_agg_bigint(seconds.cast("bigint")).alias("sketch"),
-        )
-        .select("*", *analytics.duration_quantiles("sketch"))
-        .drop("sketch")
-        .first()
-    )
-    assert row is not None
-    return {
-        "gap_s": gap_s,
-        "sessions": int(row["sessions"]),
-        "median_duration_s": row["median_duration_s"],
-        "p95_duration_s": row["p95_duration_s"],
-        "bounce_rate": None if row["bounce_rate"] is None else round(row["bounce_rate"], 6),
-        "pages_per_session": None
-        if row["pages_per_session"] is None
-        else round(row["pages_per_session"], 3),
-    }
-
-
 #: :func:`build_report`'s ``on_step``, for :func:`_describe` (the report's steps are in
 #: several functions).
 _ON_STEP: ContextVar[Callable[[str], None] | None] = ContextVar("on_step", default=None)
@@ -669,8 +489,3 @@ def _describe(frame: DataFrame, step: str) -> None:
 
 def _iso_ms(epoch_ms: int | None, time_zone: str = "UTC") -> str | None:
     return None if epoch_ms is None else iso_instant(epoch_ms // 1000, time_zone)
-
-
-def _top(rows: DataFrame, key: str, n: int) -> DataFrame:
-    """The ``n`` rows with the most requests, ties by ``key``."""
-    return rows.orderBy(F.col("requests").desc(), F.col(key)).limit(n)

@@ -80,13 +80,13 @@ def filtered_report(
     there is one; ``general`` says which filter made it and how many lines it left out."""
     f = filtering
     depth = max(top, COMPARE_DEPTH) if f.previous is not None else top
-    rows = filtered_rows(parse(lines, fmt), f.current, f.site_pattern)
+    rows = filtered_rows(parse(lines, fmt, time_text=True), f.current, f.site_pattern)
     report = build_report(rows.rows, top=depth, **options, **extra)
     report["general"]["filter"] = f.current.describe()
     report["general"]["filtered_out"] = rows.left_out()
     if f.previous is None:
         return report
-    before = filtered_rows(parse(lines, fmt), f.previous, f.site_pattern).rows
+    before = filtered_rows(parse(lines, fmt, time_text=True), f.previous, f.site_pattern).rows
     earlier = build_report(before, top=depth, **options)
     report = _compared(report, earlier, f.previous, top, depth, f.threshold)
     report["comparison"]["ranges"]["current"] = f.current.describe()
