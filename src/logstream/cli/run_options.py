@@ -369,6 +369,26 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     ),
     _option("port", int, "--port", DASHBOARD, metavar="PORT", help="Dashboard port.", demo="port"),
     _option(
+        "allowed_host",
+        list[str] | None,
+        "--allowed-host",
+        DASHBOARD,
+        metavar="NAME",
+        help="Dashboard: also answer requests naming this host (repeatable), e.g. a reverse "
+        "proxy's name.",
+        default=None,
+        default_text="the --host address and localhost",
+    ),
+    _option(
+        "no_auth",
+        bool,
+        "--no-auth",
+        DASHBOARD,
+        help="Dashboard: listen on an address other machines reach without a password "
+        "(else $LOGSTREAM_DASHBOARD_PASSWORD is needed).",
+        default=False,
+    ),
+    _option(
         "duration",
         str | None,
         "--duration",
