@@ -9,8 +9,9 @@ it takes (``text``, ``number``, ``time``, ``date``, ``bool``):
   string literal stands for an instant beside ``event_time``, for a day beside a date),
   ``AND``, ``OR``, ``NOT``, ``LIKE``, ``ILIKE`` and ``RLIKE`` with a literal pattern, ``IN``
   over a list of at most :data:`MAX_IN_ITEMS` literals, ``BETWEEN``, ``IS [NOT] NULL``;
-* the string functions of :data:`STRING_FUNCTIONS` and the date functions of
-  :data:`DATE_FUNCTIONS` (of ``event_time``, in UTC, the session time zone);
+* the string functions of :data:`STRING_FUNCTIONS`, the date functions of
+  :data:`DATE_FUNCTIONS` (of ``event_time``, in UTC, the session time zone), and
+  ``coalesce`` (``nvl``, ``ifnull``) of operands of one kind;
 * columns, string, number, boolean and ``NULL`` literals.
 
 Anything else is refused before Spark or Arrow sees it: an unknown function (a UDF,
@@ -94,8 +95,8 @@ def allowed_text() -> str:
     return (
         "comparisons (=, <>, <, <=, >, >=), AND, OR, NOT, LIKE, ILIKE, RLIKE, "
         f"IN (at most {MAX_IN_ITEMS:,} literals), BETWEEN, IS [NOT] NULL, the string functions "
-        f"{', '.join(STRING_FUNCTIONS)} and the date functions {', '.join(DATE_FUNCTIONS)} "
-        "of event_time"
+        f"{', '.join(STRING_FUNCTIONS)}, the date functions {', '.join(DATE_FUNCTIONS)} "
+        "of event_time, and coalesce"
     )
 
 
@@ -371,6 +372,12 @@ def _function_kind(node: exp.Expression, where: str) -> str:
         for part in node.expressions:
             _want(part, "text", where, "concat()")
         return "text"
+    if name is exp.Coalesce:
+        parts = [node.this, *node.expressions]
+        return next(
+            (k for k in (_comparable(parts[0], p, where) for p in parts[1:]) if k != "null"),
+            kind_of(parts[0], where),
+        )
     return _date_kind(node, where)
 
 

@@ -7,10 +7,10 @@ allowlist (:mod:`logstream.filter_allowlist`) as Spark evaluates it: comparisons
 (``match_substring_regex``, RE2's syntax: Java's common subset, in linear time), ``IN``
 (``is_in`` over the set of its items: one kernel, not an equality per item), ``BETWEEN``,
 ``IS NULL``, the string functions (Spark's ``trim`` removes spaces only, ``substring``
-counts from 1, a negative position from the end) and the date functions of ``event_time``
-in UTC (``dayofweek``: 1 is Sunday). A string beside ``event_time`` is an instant, beside a
-date a day. A null operand makes a comparison null, and a null condition drops the row, as
-in Spark's ``WHERE``.
+counts from 1, a negative position from the end), the date functions of ``event_time`` in
+UTC (``dayofweek``: 1 is Sunday) and ``coalesce``. A string beside ``event_time`` is an
+instant, beside a date a day. A null operand makes a comparison null, and a null condition
+drops the row, as in Spark's ``WHERE``.
 
 An ``AND`` or ``OR`` chain becomes a balanced tree of Arrow expressions: a chain of a
 thousand terms is ten levels deep, not a thousand (Arrow's C++ recurses once per level, and a
@@ -229,6 +229,10 @@ def _function(node: exp.Expression) -> Any:
         return pc.match_substring(_node(node.this), pattern=str(node.expression.this))
     if kind is exp.Concat:
         return pc.binary_join_element_wise(*[_node(n) for n in node.expressions], "")
+    if kind is exp.Coalesce:
+        parts = [node.this, *node.expressions]
+        known = next((kind_of(p) for p in parts if not is_literal(p)), kind_of(parts[0]))
+        return pc.coalesce(*[_literal(p, known) if is_literal(p) else _node(p) for p in parts])
     if kind in _DATE_PARTS:
         return _DATE_PARTS[kind](_node(node.this))
     if kind in (exp.TsOrDsToDate, exp.Cast, exp.TryCast):
