@@ -374,18 +374,15 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "--allowed-host",
         DASHBOARD,
         metavar="NAME",
-        help="Dashboard: also answer requests naming this host (repeatable), e.g. a reverse "
-        "proxy's name.",
+        help="Dashboard: answer this Host too.",
         default=None,
-        default_text="the --host address and localhost",
     ),
     _option(
         "no_auth",
         bool,
         "--no-auth",
         DASHBOARD,
-        help="Dashboard: listen on an address other machines reach without a password "
-        "(else $LOGSTREAM_DASHBOARD_PASSWORD is needed).",
+        help="Dashboard: exposed, no password.",
         default=False,
     ),
     _option(
@@ -404,7 +401,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "--replay",
         DASHBOARD,
         metavar="FILE",
-        help="Demo: replay this log (repeatable).",
+        help="Demo: a log to replay (repeat).",
         default=None,
     ),
     _option(
@@ -432,7 +429,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "--demo-out",
         DASHBOARD,
         metavar="DIR",
-        help="Demo: where everything is written (emptied).",
+        help="Demo: output root (emptied).",
         demo="out_dir",
     ),
     _option("quiet", bool, "--quiet -q", STATE, help="No progress lines.", default=False),
