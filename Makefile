@@ -6,7 +6,8 @@
 #   make test   set up everything, then run the test suite
 #   make kafka  a one-node Apache Kafka broker on 127.0.0.1:9092 (KRaft) until Ctrl-C, its
 #               files in out/kafka (docs/kafka.md)
-# Set-up is idempotent: a virtual environment in .venv, Java 17 and Maven via apt-get when
+# Set-up is idempotent: a virtual environment in .venv (pip and setuptools upgraded: those
+# Python 3.11's venv brings have published advisories), Java 17 and Maven via apt-get when
 # missing, the JVM's class-data archive in ~/.cache/logstream/jvm (python -m
 # logstream.pipeline.archive; once, about a minute), and Spark's Kafka connector and Apache
 # Kafka's jars in ~/.cache/logstream/maven (python -m logstream.kafka.maven; once, about 15 s).
@@ -28,7 +29,7 @@ OUT    ?= out
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip setuptools
 	$(PY) -m pip install --quiet -e ".[test]"
 	rm -f $(VENV)/.installed-*
 	touch $@

@@ -45,8 +45,9 @@ from plotly.utils import PlotlyJSONEncoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import harness
-from logstream.dashboard.app import refresh_outputs, start_dashboard_thread
+from logstream.dashboard.app import refresh_outputs
 from logstream.dashboard.data import TIME_RANGES, Filters, read_snapshot
+from logstream.dashboard.server import start_dashboard_thread
 from logstream.serving import ServingStore
 
 START = datetime(2025, 1, 6, tzinfo=UTC)

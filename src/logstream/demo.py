@@ -74,6 +74,10 @@ class DemoSettings:
         Serve the dashboard.
     host, port : str, int
         Where the dashboard listens.
+    allowed_hosts : tuple of str
+        Host names the dashboard also answers to (``--allowed-host``).
+    no_auth : bool
+        The dashboard may listen where other machines reach it without a password.
     fetch : bool
         Try to download the NASA log when no log is found locally.
     trigger : str
@@ -89,6 +93,8 @@ class DemoSettings:
     dashboard: bool = True
     host: str = "127.0.0.1"
     port: int = 8050
+    allowed_hosts: tuple[str, ...] = ()
+    no_auth: bool = False
     fetch: bool = True
     trigger: str = "1 second"
     rotate_every_s: float = 43_200.0
@@ -219,7 +225,13 @@ def run_demo(
 
         ui = spark.sparkContext.uiWebUrl
         server = start_dashboard_process(
-            cfg.store_path, settings.host, settings.port, top=cfg.top, spark_ui_url=ui
+            cfg.store_path,
+            settings.host,
+            settings.port,
+            top=cfg.top,
+            spark_ui_url=ui,
+            allowed=settings.allowed_hosts,
+            no_auth=settings.no_auth,
         )
         console.print(f"dashboard: [bold]{server.wait_ready()}[/bold]")
     console.print(

@@ -9,20 +9,24 @@ A filter keeps the events (and lines) that pass every one of its parts, combined
 * **field predicates**, ``--filter EXPR`` (repeatable): a Spark SQL boolean expression over
   the event schema's columns (:data:`FILTER_COLUMNS`, and ``vhost`` for ``virtual_host``),
   with ``AND``, ``OR``, ``NOT``, comparisons, ``LIKE``, ``RLIKE``, ``IN``, ``BETWEEN``,
-  ``IS NULL`` and Spark's functions: ``status >= 500``, ``url_path LIKE '/api/%'``,
-  ``user_agent RLIKE 'bot'``, ``vhost = 'a.example'``;
+  ``IS NULL`` and a list of string and date functions, nothing else
+  (:mod:`logstream.filter_allowlist`): ``status >= 500``, ``url_path LIKE '/api/%'``,
+  ``user_agent RLIKE 'bot'``, ``vhost = 'a.example'``, ``hour(event_time) BETWEEN 9 AND 17``;
 * **regular expressions over the raw line**, ``--grep REGEX`` (repeatable; Java's syntax, as
   Spark's ``rlike`` reads it).
 
 Spark evaluates every part (``F.expr`` of the expression, ``rlike`` of the line). The
 expression is checked first, without Spark and without a JVM, by `sqlglot
 <https://github.com/tobymao/sqlglot>`_, a pure-Python SQL parser with a Spark dialect: a
-malformed expression, a query or statement where a predicate belongs, and an unknown column
-(named, with the columns listed) are refused at start (:class:`~logstream.errors.ConfigError`,
-exit status 2). The expression Spark receives is sqlglot's rendering of the checked tree, its
-identifiers quoted, so what was checked is what runs. The dashboard, which runs no Spark,
-evaluates the same tree with Arrow's compute kernels over the Parquet events
-(:func:`logstream.filter_arrow.arrow_expression`).
+malformed expression, a query or statement where a predicate belongs, an unknown column
+(named, with the columns listed), and anything outside the allowlist (``reflect``,
+``java_method``, ``read_files``, a UDF, a subquery: what is allowed is listed) or its bounds
+(length, terms, ``IN`` items, nesting) are refused at start
+(:class:`~logstream.errors.ConfigError`, exit status 2). The expression Spark receives is
+sqlglot's rendering of the checked tree, its identifiers quoted, and that rendering is checked
+again, so what was checked is what runs: a filter cannot call Java or read a file. The
+dashboard, which runs no Spark, evaluates the same tree with Arrow's compute kernels over the
+Parquet events (:func:`logstream.filter_arrow.arrow_expression`).
 
 This module imports no PySpark: the CLI checks filters before a JVM starts, and the dashboard
 never loads Spark.
@@ -136,16 +140,31 @@ def _column_list() -> str:
     return f"{', '.join(FILTER_COLUMNS)} ({aliases})"
 
 
-def check_expression(text: str) -> Any:
+def _shown(text: str) -> str:
+    """An expression as a message quotes it: at most 80 characters."""
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def check_expression(text: str, *, rendered: bool = False) -> Any:
     """Check a ``--filter`` expression without Spark; return its tree (sqlglot's), with
     aliases (:data:`COLUMN_ALIASES`) replaced by the columns they name.
+
+    Parameters
+    ----------
+    text : str
+        The expression.
+    rendered : bool
+        ``text`` is sqlglot's rendering of a checked expression (quoted identifiers, a space
+        after each comma): its length may be up to four times the bound of a typed one.
 
     Raises
     ------
     ConfigError
         One line naming the expression and the fault: it does not parse as Spark SQL, it is
         a query or a statement, it reads ``*`` or a column that is not an event column (the
-        columns are listed).
+        columns are listed), or it holds what the allowlist does not
+        (:mod:`logstream.filter_allowlist`: ``reflect``, a UDF, arithmetic…; what is allowed
+        is listed), or it passes a bound (length, terms, ``IN`` items, nesting).
 
     Examples
     --------
@@ -163,17 +182,31 @@ virtual_host)
     from sqlglot import exp
     from sqlglot.errors import SqlglotError
 
-    where = f"--filter {text!r}"
+    from logstream.filter_allowlist import (
+        KIND,
+        MAX_FILTER_CHARS,
+        MAX_FILTER_DEPTH,
+        check_bounds,
+        check_tree,
+    )
+
+    where = f"--filter {_shown(text)!r}"
     if not text.strip():
         raise ConfigError(f"{where}: empty: give a condition such as status >= 500")
+    check_bounds(text, where, MAX_FILTER_CHARS * (4 if rendered else 1))
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except SqlglotError as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         first = re.sub(r"<class '(?:\w+\.)*(\w+)'>", r"\1", first)
         raise ConfigError(
-            f"{where} is not a Spark SQL condition ({first}): write e.g. status >= 500 "
+            f"{where} is not a Spark SQL condition ({_shown(first)}): write e.g. status >= 500 "
             "AND url_path LIKE '/api/%'"
+        ) from None
+    except RecursionError:  # sqlglot's parser recurses once per level of nesting
+        raise ConfigError(
+            f"{where}: nested deeper than a filter may be ({MAX_FILTER_DEPTH}): remove "
+            "parentheses or NOTs"
         ) from None
     refused = (exp.Query, exp.Subquery, exp.Block, exp.Command, exp.Star, exp.Alias, exp.DDL)
     for node in tree.walk():
@@ -190,8 +223,19 @@ virtual_host)
         if column.table or name not in FILTER_COLUMNS:
             shown = column.sql(dialect="spark")
             raise ConfigError(f"{where}: unknown column {shown!r}: use one of {_column_list()}")
-        column.replace(exp.column(name))
+        resolved = exp.column(name)
+        resolved.meta[KIND] = FILTER_COLUMNS[name]
+        column.replace(resolved)
+    check_tree(tree, where)  # the allowlist and its bounds
     return tree
+
+
+def _rendered(text: str) -> str:
+    """The Spark SQL of a checked expression: sqlglot's rendering of its tree (identifiers
+    quoted, no comment), itself checked again, so that what Spark runs is what was checked."""
+    out = check_expression(text).sql(dialect="spark", identify=True, comments=False)
+    check_expression(out, rendered=True)
+    return out
 
 
 def check_grep(pattern: str) -> str:
@@ -289,9 +333,7 @@ class EventFilter:
                 f"--since {since!r} ({start.isoformat()}) is not before --until {until!r} "
                 f"({end.isoformat()}): the time range is empty; swap or widen them"
             )
-        expressions = tuple(
-            check_expression(f).sql(dialect="spark", identify=True) for f in filters or ()
-        )
+        expressions = tuple(_rendered(f) for f in filters or ())
         patterns = tuple(check_grep(g) for g in greps or ())
         given = {
             "since": since,

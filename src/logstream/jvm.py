@@ -289,7 +289,7 @@ def _detached_popen(die_with_parent: bool) -> Iterator[list[subprocess.Popen]]:
         if _STDERR_FILE:
             log = _STDERR_FILE[-1]
             log.parent.mkdir(parents=True, exist_ok=True)
-            err_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            err_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # the run's log
         kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
         started.append(original(*args, preexec_fn=preexec, **kwargs))
         for pipe, fd in ((started[-1].stdout, 1), (started[-1].stderr, err_fd)):

@@ -1,8 +1,27 @@
-"""Formatting of quantities for people (terminal, HTML report, dashboard)."""
+"""Formatting of quantities and labels for people (terminal, HTML report, dashboard)."""
 
 from __future__ import annotations
 
-__all__ = ["human_bytes", "plural"]
+import html
+
+__all__ = ["chart_text", "human_bytes", "plural"]
+
+
+def chart_text(value: object) -> str:
+    """Text from the log (a URL path, a section) as a Plotly chart label shows it as itself.
+
+    Plotly reads a subset of HTML in every label (tick labels, legends, hover text):
+    ``<a href="…">`` is a link, ``<b>`` bold. With ``&``, ``<`` and ``>`` as entities, which it
+    turns back into the characters only after it has looked for tags, a label is plain text.
+
+    Examples
+    --------
+    >>> chart_text('<a href="https://evil.example/">clickme</a> & co')
+    '&lt;a href="https://evil.example/"&gt;clickme&lt;/a&gt; &amp; co'
+    >>> chart_text(None)
+    'None'
+    """
+    return html.escape(str(value), quote=False)
 
 
 def human_bytes(value: float | None, missing: str = "–") -> str:

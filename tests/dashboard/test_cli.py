@@ -97,11 +97,13 @@ def test_help_names_the_options(capsys):
 def test_other_addresses_than_loopback_print_a_warning(tmp_path, capsys):
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
-    with start_dashboard_thread(tmp_path / "s.db", host="0.0.0.0", port=0) as server:
+    with start_dashboard_thread(tmp_path / "s.db", host="0.0.0.0", port=0, no_auth=True) as server:
         assert server.port > 0
         page = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/", timeout=10).read()
     assert b"logstream" in page
     assert "warning: the dashboard listens on 0.0.0.0" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"--host 0\.0\.0\.0 lets other machines reach"):
+        start_dashboard_thread(tmp_path / "s.db", host="0.0.0.0", port=0)
     with pytest.raises(ConfigError, match="not a TCP port"):
         start_dashboard_thread(tmp_path / "s.db", port=-1)
 

@@ -337,9 +337,10 @@ def test_an_unexpected_error_becomes_a_message(tmp_path, monkeypatch, caplog):
 
     monkeypatch.setattr(app_module, "read_snapshot", broken)
     out = app_module.safe_refresh(tmp_path / "s.db", None, None, None)
-    assert out[1] == "banner unreadable" and "disk on fire" in banner_text(out)
+    assert out[1] == "banner unreadable" and "the dashboard's log has it" in banner_text(out)
+    assert "disk on fire" not in banner_text(out)  # no exception text for visitors
     assert all(v is dash.no_update for v in out[4:])
-    assert "dashboard refresh failed" in caplog.text
+    assert "dashboard refresh failed" in caplog.text and "disk on fire" in caplog.text
 
 
 def test_charts_say_waiting_before_data(tmp_path):

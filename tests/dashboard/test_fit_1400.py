@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from logstream.dashboard.app import _listen
+from logstream.dashboard.server import _listen
 from tests.dashboard.helpers import alert_row, chromium, client_rows, commit, filled_store
 from tests.dashboard.test_tiles import progress
 

@@ -40,9 +40,10 @@ from typing import Any
 
 import pytest
 
-from logstream.dashboard.app import StoreWatch, create_app, safe_refresh, start_dashboard_thread
+from logstream.dashboard.app import StoreWatch, create_app, safe_refresh
 from logstream.dashboard.data import read_snapshot
 from logstream.dashboard.layout import banner, kpi_cards
+from logstream.dashboard.server import start_dashboard_thread
 from logstream.monitoring.prometheus import scrape
 from tests.conftest import free_port
 from tests.dashboard.helpers import chromium, filled_store

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import logstream.dashboard.process as dashboard_process
 from logstream.dashboard.process import NICENESS, start_dashboard_process
 from logstream.errors import ConfigError
 from tests.conftest import free_port
@@ -83,6 +84,46 @@ def test_the_dashboard_process_serves_the_store_at_a_lower_priority(tmp_path):
     assert server.process.returncode is not None
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=5)
+
+
+def test_a_child_that_dies_is_reported_in_one_line_and_started_again(tmp_path, capsys, monkeypatch):
+    """A dashboard that segfaulted under ``run --dashboard`` stayed dead, its port closed, and
+    the run said nothing. Now one warning line, and a new child on the same port, a bounded
+    number of times."""
+    monkeypatch.setattr(dashboard_process, "RESTART_DELAY_S", 0.1)
+    filled_store(tmp_path / "s.db")
+    server = start_dashboard_process(tmp_path / "s.db", "127.0.0.1", 0)
+    try:
+        url = server.wait_ready()
+        first = server.process.pid
+        os.kill(first, signal.SIGSEGV)  # as Arrow's stack overflow ended it
+        deadline = time.monotonic() + 120
+        while True:  # the new child answers on the same URL
+            assert time.monotonic() < deadline, capsys.readouterr().err
+            try:
+                if server.process.pid != first:
+                    urllib.request.urlopen(url, timeout=10).read()
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        said = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert said == [
+            "warning: the dashboard process ended (SIGSEGV): starting it again on "
+            f"{url} (restart 1 of at most {dashboard_process.MAX_RESTARTS})"
+        ]
+        monkeypatch.setattr(dashboard_process, "MAX_RESTARTS", 1)
+        second = server.process
+        second.kill()
+        second.wait(30)
+        server._reader.join(30)  # the supervisor gave up: nothing more to read
+        assert server.process is second and not server._reader.is_alive()
+        assert capsys.readouterr().err.strip() == (
+            "warning: the dashboard process ended (SIGKILL) after as many restarts as allowed "
+            "(1): the run goes on without it"
+        )
+    finally:
+        server.stop()
 
 
 def test_a_port_in_use_is_refused_before_the_child_starts(tmp_path):

@@ -28,9 +28,28 @@ def dashboard(
         typer.Option(
             "--host",
             help="Address to listen on. The default accepts only this machine; another "
-            "address (0.0.0.0) exposes the page, which has no login, and prints a warning.",
+            "address (0.0.0.0) exposes the page, which then asks for the password of "
+            "$LOGSTREAM_DASHBOARD_PASSWORD (HTTP basic authentication; see --no-auth).",
         ),
     ] = "127.0.0.1",
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            help="Also answer requests that name this host (repeatable), e.g. the public "
+            "name of a reverse proxy. Others than the --host address and localhost get 400.",
+            show_default=False,
+        ),
+    ] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth",
+            help="Listen on an address other machines reach without a password (when a "
+            "reverse proxy in front of it authenticates).",
+        ),
+    ] = False,
     port: Annotated[int, typer.Option("--port", help="TCP port (0 = any free port).")] = 8050,
     refresh: Annotated[
         float,
@@ -68,6 +87,7 @@ def dashboard(
     Example: logstream dashboard --store out/stream/logstream.db --port 8050
     """
     from logstream.dashboard import serve_dashboard
+    from logstream.dashboard.guard import allowed_hosts, check_exposure, credentials_from_env
     from logstream.serving import store_file
 
     # a plain path is a SQLite file, as sqlite:///PATH; another URL scheme is refused
@@ -76,6 +96,9 @@ def dashboard(
         raise ConfigError(f"--refresh {refresh:g} is out of range: use 0.5–60 seconds (e.g. 2)")
     if top is not None and not 1 <= top <= 1000:
         raise ConfigError(f"--top {top} is out of range: use 1–1000 (e.g. 10)")
+    credentials = credentials_from_env()
+    check_exposure(host, credentials, no_auth)  # before the store is looked at
+    allowed_hosts(host, allowed_host or ())  # a bad --allowed-host stops here
     if path is None:  # PostgreSQL: a bad URL or an unreachable server stops here
         from logstream.serving.postgres import check_server, redact_url
 
@@ -102,5 +125,8 @@ def dashboard(
         spark_ui_url=spark_ui,
         on_ready=ready,
         devices_dir=devices,
+        allowed=tuple(allowed_host or ()),
+        credentials=credentials,
+        no_auth=no_auth,
     )
     err_console.print("dashboard stopped")

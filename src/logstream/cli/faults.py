@@ -532,16 +532,17 @@ class RunLog:
     @classmethod
     def create(cls, directory: Path | None, prefix: str = "run") -> RunLog:
         """A new log in ``directory`` (created), or in the temporary directory when that
-        cannot be written; the oldest logs beyond :data:`LOGS_KEPT` are removed."""
+        cannot be written; the oldest logs beyond :data:`LOGS_KEPT` are removed. A log may
+        quote raw lines and paths: it is made 0600 and a directory made for it 0700."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         name = f"{prefix}-{stamp}-{os.getpid()}.log"
         for where in (directory, Path(tempfile.gettempdir()) / "logstream"):
             if where is None:
                 continue
             try:
-                where.mkdir(parents=True, exist_ok=True)
+                where.mkdir(mode=0o700, parents=True, exist_ok=True)
                 path = where / name
-                path.touch()
+                path.touch(mode=0o600)
             except OSError:
                 continue
             old = sorted(where.glob(f"{prefix}-*.log"))[:-LOGS_KEPT]

@@ -219,6 +219,11 @@ def _plan(v: dict[str, Any]) -> _Plan:
         except ValueError as exc:
             raise ConfigError(f"--duration: {exc}") from exc
     with_dashboard = demo if v["dashboard"] is None else v["dashboard"]
+    if with_dashboard:  # an exposed dashboard without a password, a bad --allowed-host
+        from logstream.dashboard.guard import allowed_hosts, check_exposure, credentials_from_env
+
+        check_exposure(v["host"], credentials_from_env(), v["no_auth"])
+        allowed_hosts(v["host"], v["allowed_host"] or ())
     try:
         rotate_every_s = interval_seconds(str(v["rotate_every"]))
         if rotate_every_s <= 0:
@@ -355,7 +360,12 @@ def _run_started(v: dict[str, Any], plan: _Plan, stop: threading.Event, log: Run
         from logstream.dashboard.process import start_dashboard_process
 
         dashboard = start_dashboard_process(
-            plan.cfg.store_url, v["host"], v["port"], top=plan.cfg.top
+            plan.cfg.store_url,
+            v["host"],
+            v["port"],
+            top=plan.cfg.top,
+            allowed=tuple(v["allowed_host"] or ()),
+            no_auth=v["no_auth"],
         )
     try:
         # PySpark's SparkContext would install a SIGINT handler that cancels every job
@@ -406,6 +416,8 @@ def _run_demo(
         dashboard=plan.dashboard,
         host=v["host"],
         port=v["port"],
+        allowed_hosts=tuple(v["allowed_host"] or ()),
+        no_auth=v["no_auth"],
     )
     pipeline = run_demo(spark, demo_settings, _console, printer, stop, ref.append)
     written, t = pipeline.store.get_state(LINES_WRITTEN), pipeline.totals

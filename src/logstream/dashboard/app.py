@@ -1,37 +1,23 @@
-"""The Dash application and the ways to serve it: blocking, or in a background thread.
+"""The Dash application: its layout and callbacks over the serving store.
 
 The web process reads only the serving store, over read-only connections
 (:func:`logstream.dashboard.data.read_snapshot`); it never imports Spark. Every asset is
 served by the process itself (``serve_locally=True``, no external script or style sheet, the
-style sheet is inlined), so the page works without internet access.
-
-The server is Werkzeug's threaded WSGI server (what ``Dash.run`` uses), started with
-:func:`werkzeug.serving.make_server` so it can be stopped: :func:`serve_dashboard` blocks
-until Ctrl-C, :func:`start_dashboard_thread` returns a :class:`DashboardServer` whose
-:meth:`~DashboardServer.stop` shuts it down (what ``logstream run --dashboard`` needs).
+style sheet is inlined), so the page works without internet access. An unexpected error of a
+refresh is a line in the banner that names no exception (the log has it). Serving it is
+:mod:`logstream.dashboard.server`'s (waitress, behind :mod:`logstream.dashboard.guard`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import socket
-import sys
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import dash
 from dash import Dash, Input, Output, State, html
-from werkzeug.serving import (
-    BaseWSGIServer,
-    WSGIRequestHandler,
-    get_sockaddr,
-    make_server,
-    select_address_family,
-)
 
 from logstream.dashboard.data import DimensionTraffic, Filters, Snapshot, read_snapshot
 from logstream.dashboard.devices import (
@@ -72,41 +58,17 @@ from logstream.serving import store_location
 from logstream.serving.postgres import redact_url
 
 __all__ = [
-    "DEFAULT_HOST",
-    "DEFAULT_PORT",
-    "DashboardServer",
     "StoreWatch",
     "create_app",
-    "is_loopback",
     "refresh_outputs",
     "render",
     "safe_refresh",
-    "serve_dashboard",
-    "start_dashboard_thread",
 ]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8050
 #: Spark UI port on the pipeline's host (Spark's default ``spark.ui.port``).
 SPARK_UI_PORT = 4040
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine.
-
-    Examples
-    --------
-    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
-    (True, True, False)
-    """
-    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _spark_ui_for_request() -> str:
@@ -300,8 +262,8 @@ def safe_refresh(
     shared: SharedResults | None = None,
 ) -> tuple[Any, ...]:
     """:func:`refresh_outputs`, but an unexpected error becomes a message in the banner (the
-    page never shows a stack trace; the log has it, once per distinct error when ``watch``
-    is given) and the panels keep their content."""
+    page never shows a stack trace or the error's text; the log has it, once per distinct
+    error when ``watch`` is given) and the panels keep their content."""
     try:
         return refresh_outputs(
             store_path,
@@ -321,9 +283,9 @@ def safe_refresh(
             log.exception("dashboard refresh failed")
         else:
             watch.failed(exc)
-        message = html.P(
-            f"Could not refresh the store {redact_url(str(store_path))} "
-            f"({type(exc).__name__}: {exc}); retrying at the next refresh."
+        message = html.P(  # the error's text is in the log, not on the page
+            f"Could not refresh the store {redact_url(str(store_path))} (an unexpected error: "
+            "the dashboard's log has it); retrying at the next refresh."
         )
         return ([message], "banner unreadable", "–", None, *_UNCHANGED)
 
@@ -496,194 +458,3 @@ def _register_refresh(
         Input("tick-watchdog", "n_intervals"),
         prevent_initial_call=True,
     )
-
-
-# -- serving ---------------------------------------------------------------------------------
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No access-log line per request (the page polls every second or two)."""
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        """Log only server errors."""
-        if str(code).startswith("5"):
-            super().log_request(code, size)
-
-
-@dataclass
-class DashboardServer:
-    """A dashboard served from a background thread; :meth:`stop` shuts it down.
-
-    Attributes
-    ----------
-    host : str
-        Bound address.
-    port : int
-        Bound port (the real one when 0 was asked).
-    url : str
-        ``http://host:port/``.
-    """
-
-    server: BaseWSGIServer
-    thread: threading.Thread
-    host: str
-    port: int
-    stopped: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def url(self) -> str:
-        """Address of the page."""
-        return _origin(self.host, self.port) + "/"
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop serving and release the port (idempotent)."""
-        if self.stopped.is_set():
-            return
-        self.stopped.set()
-        self.server.shutdown()
-        self.thread.join(timeout)
-        self.server.server_close()
-
-    def __enter__(self) -> DashboardServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _bind(app: Dash, host: str, port: int) -> BaseWSGIServer:
-    """Bind the listening socket ourselves (Werkzeug would print and ``sys.exit``)."""
-    if not 0 <= port <= 65535:
-        raise ConfigError(
-            f"port {port} is not a TCP port: use 1–65535 (e.g. --port 8050), or 0 for any free port"
-        )
-    try:
-        family = select_address_family(host, port)
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(get_sockaddr(host, port, family))
-            sock.listen(128)
-            return make_server(
-                host,
-                port,
-                app.server,
-                threaded=True,
-                request_handler=_QuietHandler,
-                fd=sock.fileno(),  # the server keeps a duplicate of this socket
-            )
-        finally:
-            sock.close()
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick another --port "
-            "(e.g. --port 8051) or --host"
-        ) from exc
-
-
-def _listen(store_path: Path | str, host: str, port: int, **options: Any) -> BaseWSGIServer:
-    """The dashboard of ``store_path`` (``options``: as :func:`create_app`) bound to
-    ``host``:``port``, not serving yet; a warning when other machines can reach it."""
-    server = _bind(create_app(store_path, **options), host, port)
-    _warn_if_exposed(host)
-    return server
-
-
-def _warn_if_exposed(host: str) -> str | None:
-    if is_loopback(host):
-        return None
-    message = (
-        f"warning: the dashboard listens on {host}, reachable from other machines; it has no "
-        "authentication. Use --host 127.0.0.1 unless that is what you want."
-    )
-    print(message, file=sys.stderr)
-    return message
-
-
-def start_dashboard_thread(
-    store_path: Path | str,
-    host: str = DEFAULT_HOST,
-    port: int = 0,
-    *,
-    refresh_s: float = 2.0,
-    top: int | None = None,
-    spark_ui_url: str | None = None,
-) -> DashboardServer:
-    """Serve the dashboard from a daemon thread and return at once.
-
-    Parameters
-    ----------
-    store_path : Path or str
-        The serving store.
-    host : str
-        Address to bind; a non-loopback address prints a warning.
-    port : int
-        Port; 0 picks a free one (see :attr:`DashboardServer.port`).
-    refresh_s, top, spark_ui_url
-        As :func:`create_app`.
-
-    Returns
-    -------
-    DashboardServer
-        Call :meth:`DashboardServer.stop` (or use it as a context manager) to stop it.
-
-    Raises
-    ------
-    ConfigError
-        When the port is out of range or the address cannot be bound.
-    """
-    server = _listen(
-        store_path, host, port, refresh_s=refresh_s, top=top, spark_ui_url=spark_ui_url
-    )
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="logstream-dashboard"
-    )
-    thread.daemon = True
-    thread.start()
-    return DashboardServer(server=server, thread=thread, host=host, port=server.port)
-
-
-def serve_dashboard(
-    store_path: Path | str,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    *,
-    refresh_s: float = 2.0,
-    top: int | None = None,
-    spark_ui_url: str | None = None,
-    on_ready: Any = None,
-    devices_dir: Path | str | None = None,
-) -> None:
-    """Serve the dashboard in this thread until Ctrl-C (``logstream dashboard``).
-
-    Parameters
-    ----------
-    store_path, host, port, refresh_s, top, spark_ui_url
-        As :func:`start_dashboard_thread` (default port 8050).
-    on_ready : callable, optional
-        Called with the page's URL once the port is bound.
-    devices_dir : Path or str, optional
-        As :func:`create_app`.
-
-    Raises
-    ------
-    ConfigError
-        When the port is out of range or the address cannot be bound.
-    """
-    server = _listen(
-        store_path,
-        host,
-        port,
-        refresh_s=refresh_s,
-        top=top,
-        spark_ui_url=spark_ui_url,
-        devices_dir=devices_dir,
-    )
-    if on_ready is not None:
-        on_ready(_origin(host, server.port) + "/")
-    try:
-        server.serve_forever(poll_interval=0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()

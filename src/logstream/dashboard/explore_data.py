@@ -19,12 +19,22 @@ Everything is read from the serving store in one read transaction, as the rest o
   the filter's time range and expression pushed into the scan
   (:func:`logstream.filter_arrow.arrow_expression`).
 
+The filter comes from the page's URL, which anyone can send: it is checked first, before the
+store is opened (the allowlist and bounds of :mod:`logstream.filter_allowlist`), and a scan of
+the events is bounded in time: :data:`SCAN_TIMEOUT_S` for both periods, checked between the
+scan's record batches, and at most :data:`SCANS_AT_ONCE` scans run in the process at once. A
+refused filter, a scan past its time and an unexpected error are a message in the section (the
+error's text goes to the dashboard's log, not to the page).
+
 No Spark: the web process never imports PySpark.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+import threading
+import time
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +45,7 @@ from logstream.errors import ConfigError
 from logstream.filter_arrow import arrow_expression
 from logstream.filters import EventFilter, parse_instant
 from logstream.serving import ServingStore, shared_reader, store_location
+from logstream.serving.postgres import redact_url
 
 __all__ = [
     "ALL_SITES",
@@ -56,6 +67,14 @@ DEPTH = 1000
 COMPARED = ("requests", "hosts", "not_found", "static_requests", "referring_sites")
 #: The event columns a filtered view reads.
 _EVENT_COLUMNS = ("event_time", "client_host", "url_path", "status", "bytes_sent", "virtual_host")
+#: Seconds the scans of the events of one refresh (the range and the one before) may take.
+SCAN_TIMEOUT_S = 5.0
+#: Scans of the events that run at once in the dashboard process; a refresh that finds them
+#: all busy waits for one until its own time is up.
+SCANS_AT_ONCE = 2
+_SCANS = threading.BoundedSemaphore(SCANS_AT_ONCE)
+
+log = logging.getLogger(__name__)
 
 
 def _iso(t: datetime) -> str:
@@ -216,11 +235,34 @@ def _window_period(read: Any, start: str, end: str) -> dict[str, Any]:
     return _report(totals, items, counts)
 
 
-def _event_period(events: Any, flt: EventFilter) -> dict[str, Any]:
-    """The report-shaped totals and items of the events ``flt`` keeps (an Arrow scan)."""
+def _scan(events: Any, condition: Any, deadline: float) -> Any:
+    """The events ``condition`` keeps, as an Arrow table; a ConfigError once the monotonic
+    clock passes ``deadline`` (checked between record batches: the scan stops there)."""
+    import pyarrow as pa
+
+    if not _SCANS.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        raise ConfigError("other pages are scanning the events: this view comes at a later refresh")
+    try:
+        scanner = events.scanner(columns=list(_EVENT_COLUMNS), filter=condition)
+        batches = []
+        for batch in scanner.to_batches():
+            if time.monotonic() > deadline:
+                raise ConfigError(
+                    f"the filter's scan of the events took longer than {SCAN_TIMEOUT_S:g} s "
+                    "and was stopped: narrow the range (since, until) or the filter"
+                )
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=scanner.projected_schema)
+    finally:
+        _SCANS.release()
+
+
+def _event_period(events: Any, flt: EventFilter, deadline: float) -> dict[str, Any]:
+    """The report-shaped totals and items of the events ``flt`` keeps (an Arrow scan that
+    ends by ``deadline``, :func:`_scan`)."""
     import pyarrow.compute as pc
 
-    table = events.to_table(columns=list(_EVENT_COLUMNS), filter=arrow_expression(flt))
+    table = _scan(events, arrow_expression(flt), deadline)
     status = table["status"]
     totals = {
         "requests": table.num_rows,
@@ -296,11 +338,23 @@ def site_rows(store_path: Path | str, since: str | None, until: str | None = Non
         return _sites(read, since or "", until or "9999")
 
 
+def _checked_filter(controls: Explore) -> EventFilter:
+    """The filter of the controls (its expression and the site), checked before anything is
+    read; raises ConfigError."""
+    expressions = [controls.filter] if controls.filter.strip() else []
+    if controls.site and controls.site != ALL_SITES:
+        site = controls.site.replace(chr(39), "").replace("\\", "")
+        expressions.append(f"virtual_host = '{site}'")
+    return EventFilter.build(filters=expressions)
+
+
 def read_explore(store_path: Path | str, controls: Explore) -> ExploreView:
     """The explore section's data (see the module's docstring); an error of the controls
-    (a bad filter or range) or of the events becomes :attr:`ExploreView.message`."""
+    (a bad filter or range), a scan past its time or an error of the events becomes
+    :attr:`ExploreView.message`."""
     view = ExploreView(controls)
     try:
+        flt = _checked_filter(controls)  # a refused filter: said before the store is opened
         store = _store(store_path)
         with store.reader() as read:
             newest = _newest(read)
@@ -312,23 +366,24 @@ def read_explore(store_path: Path | str, controls: Explore) -> ExploreView:
             before = since - (until - since)
             view.start, view.end, view.previous_start = _iso(since), _iso(until), _iso(before)
             view.sites = _sites(read, view.start, view.end)
-            expressions = [controls.filter] if controls.filter.strip() else []
-            if controls.site and controls.site != ALL_SITES:
-                expressions.append(f"virtual_host = '{controls.site.replace(chr(39), '')}'")
-            if expressions:
+            if flt.expressions:
                 view.source = "events"
                 events = _events_dataset(read)
-                now = EventFilter.build(view.start, view.end, expressions)
-                then = EventFilter.build(view.previous_start, view.start, expressions)
-                current, previous = _event_period(events, now), _event_period(events, then)
+                deadline = time.monotonic() + SCAN_TIMEOUT_S
+                current = _event_period(events, replace(flt, since=since, until=until), deadline)
+                previous = _event_period(events, replace(flt, since=before, until=since), deadline)
             else:
                 current = _window_period(read, view.start, view.end)
                 previous = _window_period(read, view.previous_start, view.start)
     except ConfigError as exc:
         view.message = str(exc)
         return view
-    except Exception as exc:  # an unreadable store or events: the rest of the page says why
-        view.message = f"{type(exc).__name__}: {exc}"
+    except Exception:  # an unreadable store or events: the log has the error, the page a line
+        log.exception("explore section: reading %s failed", redact_url(str(store_path)))
+        view.message = (
+            "The events or the store could not be read (the dashboard's log has the error); "
+            "retrying at the next refresh."
+        )
         return view
     view.totals = current["general"]
     view.previous_totals = previous["general"]

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from logstream.dashboard.data import Alert, Snapshot, Traffic, epoch_s
+from logstream.units import chart_text
 
 __all__ = [
     "ALERT_TRACE",
@@ -445,8 +446,8 @@ def dimension_figure(snap: Snapshot, dimension: str) -> dict[str, Any]:
             return empty_figure(f"Not computed: the pipeline runs without {output}.", title)
         return _no_data(snap, title, "No reference-data traffic in this time range.")
     x = _times(snap, d.times)
-    data = [
-        _trace("lines", key, x, values, line={"width": 1.2}, hovertemplate="%{y:,.1f}")
+    data = [  # a section is the log's text: a plain label, never a link (chart_text)
+        _trace("lines", chart_text(key), x, values, line={"width": 1.2}, hovertemplate="%{y:,.1f}")
         for key, values in d.series.items()
     ]
     if d.bucket_s > 60:

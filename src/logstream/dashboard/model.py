@@ -210,6 +210,12 @@ def ago(seconds: float) -> str:
 # -- what a refresh returns --------------------------------------------------------------------
 
 
+#: The longest text of a control the page sends (a URL prefix, a section).
+MAX_CONTROL_CHARS = 1_000
+#: The most sections or agent classes a refresh draws.
+MAX_CHOSEN = 100
+
+
 @dataclass(frozen=True)
 class Filters:
     """The page's controls.
@@ -247,17 +253,23 @@ class Filters:
         agent_classes: list[str] | tuple[str, ...] | None = None,
         zone: str | None = None,
     ) -> Filters:
-        """Clean values from the browser: unknown range → default, prefix stripped, classes
-        kept in :data:`STATUS_CLASSES` order (None = all, an empty list = none); sections and
-        agent classes sorted (None or empty = all)."""
+        """Clean values from the browser (a request anyone can send): unknown range →
+        default, prefix stripped and cut at :data:`MAX_CONTROL_CHARS`, classes kept in
+        :data:`STATUS_CLASSES` order (None = all, an empty list = none); sections and agent
+        classes sorted, strings only, at most :data:`MAX_CHOSEN` (None or empty = all)."""
         rng = time_range if time_range in TIME_RANGES else DEFAULT_RANGE
         chosen = STATUS_CLASSES if status_classes is None else tuple(status_classes)
+
+        def keys(values: Any) -> tuple[str, ...]:
+            kept = {v[:MAX_CONTROL_CHARS] for v in values or () if isinstance(v, str)}
+            return tuple(sorted(kept)[:MAX_CHOSEN])
+
         return cls(
             time_range=rng,  # type: ignore[arg-type]
-            url_prefix=(url_prefix or "").strip(),
+            url_prefix=str(url_prefix or "").strip()[:MAX_CONTROL_CHARS],
             status_classes=tuple(c for c in STATUS_CLASSES if c in chosen),
-            sections=tuple(sorted(set(sections or ()))),
-            agent_classes=tuple(sorted(set(agent_classes or ()))),
+            sections=keys(sections),
+            agent_classes=keys(agent_classes),
             zone="utc" if zone == "utc" else "log",
         )
 

@@ -15,6 +15,11 @@ session of its own, so a Ctrl-C or a ``kill -- -PGID`` meant for the pipeline re
 pipeline only, which stops it after the last micro-batch (SIGINT, then SIGKILL after a
 grace); on Linux the kernel kills it when the pipeline's process dies (``PR_SET_PDEATHSIG``),
 SIGKILL included.
+
+It is supervised: a child that ends on its own (a crash, a kill, an out-of-memory kill) is
+reported with one warning line on the run's standard error, naming how it ended, and started
+again on the same port after :data:`RESTART_DELAY_S` times the restarts so far, at most
+:data:`MAX_RESTARTS` times; after that the run goes on without it, and says so once.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from pathlib import Path
 
 from logstream.errors import ConfigError
 
-__all__ = ["DashboardProcess", "start_dashboard_process"]
+__all__ = ["MAX_RESTARTS", "DashboardProcess", "start_dashboard_process"]
 
 #: Seconds the child gets to stop after SIGINT before it is killed.
 STOP_GRACE_S = 5.0
@@ -50,6 +55,10 @@ _CHILD = (
 #: How much lower the child's scheduling priority is than the pipeline's (``nice``): on a
 #: machine whose cores are busy, the micro-batch goes first and the page waits.
 NICENESS = 10
+#: Restarts of a child that ended on its own, at most, in a run.
+MAX_RESTARTS = 5
+#: Seconds before a restart, times the restarts so far.
+RESTART_DELAY_S = 1.0
 _READY = re.compile(r"^dashboard on (\S+) reading ")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -88,47 +97,123 @@ def _check_port(host: str, port: int) -> None:
         ) from exc
 
 
+def _ended(code: int) -> str:
+    """How a child ended, from its return code: ``SIGSEGV``, ``exit status 1``."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(-code).name
+        return f"signal {-code}"
+    return f"exit status {code}"
+
+
 class DashboardProcess:
-    """A ``logstream dashboard`` child process; :meth:`stop` ends it.
+    """A supervised ``logstream dashboard`` child process; :meth:`stop` ends it.
 
     Parameters
     ----------
-    process : subprocess.Popen
-        The child, its standard error a pipe read by a thread of this object.
+    cmd : list of str
+        The child's command, without ``--port``.
+    env : dict
+        Its environment (the store's URL in it).
     host : str
         The address it binds.
     port : int
-        The port asked for (0: any free one, known once :meth:`wait_ready` returns).
+        The port asked for (0: any free one, known once :meth:`wait_ready` returns; a
+        restart takes the port the first child had).
+
+    Attributes
+    ----------
+    process : subprocess.Popen
+        The child now, its standard error a pipe read by a thread of this object.
+    restarts : int
+        How many times it was started again.
     """
 
-    def __init__(self, process: subprocess.Popen[str], host: str, port: int) -> None:
-        self.process = process
+    def __init__(self, cmd: list[str], env: dict[str, str], host: str, port: int) -> None:
         self.host = host
         self.port = port
+        self.restarts = 0
+        self._cmd = cmd
+        self._env = env
         self._url: str | None = None
         self._ready = threading.Event()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
         self._said: list[str] = []
+        self.process = self._spawn(port)
         self._reader = threading.Thread(
-            target=self._read, name="logstream-dashboard-stderr", daemon=True
+            target=self._supervise, name="logstream-dashboard-stderr", daemon=True
         )
         self._reader.start()
 
-    def _read(self) -> None:
-        """Take the child's lines: its "listening" line marks it ready, "stopped" is dropped,
+    def _spawn(self, port: int) -> subprocess.Popen[str]:
+        parent = os.getpid()
+        return subprocess.Popen(
+            [*self._cmd, "--port", str(port)],
+            env=self._env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # the pipeline's signals are the pipeline's
+            preexec_fn=lambda: _child_setup(parent),  # prctl before exec
+        )
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        """Take a child's lines: its "listening" line marks it ready, "stopped" is dropped,
         any other line (a warning about the address) is passed on to this process's standard
         error."""
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
+        assert process.stderr is not None
+        for line in process.stderr:
             text = line.rstrip("\n")
             match = _READY.match(text)
-            if match and not self._ready.is_set():
+            if match:
                 self._url = match.group(1)
                 self._ready.set()
             elif text.strip() and text.strip() != "dashboard stopped":
                 self._said.append(text)
                 if self._ready.is_set() or text.startswith("warning:"):  # not its refusal
                     print(f"dashboard: {text}", file=sys.stderr, flush=True)
-        self._ready.set()  # the child ended: nobody waits for a line that will not come
+        process.wait()
+        process.stderr.close()
+
+    def _supervise(self) -> None:
+        """Read the child until it ends; start it again when it ended on its own after it
+        had listened (:data:`MAX_RESTARTS`)."""
+        while True:
+            process = self.process
+            self._read(process)
+            if self._stopping.is_set() or self._url is None:
+                self._ready.set()  # stopped, or never listened: wait_ready says why
+                return
+            how = _ended(process.returncode)
+            if self.restarts >= MAX_RESTARTS:
+                print(
+                    f"warning: the dashboard process ended ({how}) after as many restarts as "
+                    f"allowed ({MAX_RESTARTS}): the run goes on without it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return
+            self.restarts += 1
+            print(
+                f"warning: the dashboard process ended ({how}): starting it again on "
+                f"{self._url} (restart {self.restarts} of at most {MAX_RESTARTS})",
+                file=sys.stderr,
+                flush=True,
+            )
+            if self._stopping.wait(RESTART_DELAY_S * self.restarts):
+                return
+            port = int(self._url.rstrip("/").rsplit(":", 1)[1])
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                try:
+                    self.process = self._spawn(port)
+                except OSError as exc:
+                    print(f"warning: the dashboard could not start again ({exc})", file=sys.stderr)
+                    return
 
     @property
     def url(self) -> str:
@@ -158,19 +243,20 @@ class DashboardProcess:
         return self._url
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Stop the child: SIGINT (it closes its port), SIGKILL after ``grace_s``
-        (idempotent)."""
-        if self.process.poll() is None:
+        """Stop the child: SIGINT (it closes its port), SIGKILL after ``grace_s``; no
+        restart after it (idempotent)."""
+        self._stopping.set()
+        with self._lock:
+            process = self.process
+        if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signal.SIGINT)
+                process.send_signal(signal.SIGINT)
             try:
-                self.process.wait(grace_s)
+                process.wait(grace_s)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                process.kill()
+                process.wait()
         self._reader.join(grace_s)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
 
 
 def start_dashboard_process(
@@ -181,6 +267,8 @@ def start_dashboard_process(
     top: int | None = None,
     refresh_s: float = 2.0,
     spark_ui_url: str | None = None,
+    allowed: tuple[str, ...] | list[str] = (),
+    no_auth: bool = False,
 ) -> DashboardProcess:
     """Start ``logstream dashboard`` over ``store`` in a child process and return at once.
 
@@ -197,6 +285,11 @@ def start_dashboard_process(
         Seconds between the page's refreshes.
     spark_ui_url : str, optional
         Spark's UI linked from the page (default: port 4040 on the host the browser used).
+    allowed : sequence of str
+        Its ``--allowed-host`` names.
+    no_auth : bool
+        Its ``--no-auth``: an address other machines reach, without a password. (The
+        password, ``LOGSTREAM_DASHBOARD_PASSWORD``, goes by the environment.)
 
     Returns
     -------
@@ -213,22 +306,13 @@ def start_dashboard_process(
     url = text if "://" in text else f"sqlite:///{Path(text).expanduser().absolute()}"
     # the store's URL (a password in it) goes by the environment, not the command line that
     # every user of the machine can read
-    cmd = [sys.executable, "-c", _CHILD, "--host", host, "--port", str(port),
-           "--refresh", f"{refresh_s:g}"]  # fmt: skip
+    cmd = [sys.executable, "-c", _CHILD, "--host", host, "--refresh", f"{refresh_s:g}"]
     if top is not None:
         cmd += ["--top", str(top)]
     if spark_ui_url:
         cmd += ["--spark-ui", spark_ui_url]
-    parent = os.getpid()
-    process = subprocess.Popen(
-        cmd,
-        env={**os.environ, STORE_ENV: url},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        start_new_session=True,  # the pipeline's signals are the pipeline's
-        preexec_fn=lambda: _child_setup(parent),  # prctl before exec
-    )
-    return DashboardProcess(process, host, port)
+    for name in allowed:
+        cmd += ["--allowed-host", name]
+    if no_auth:
+        cmd.append("--no-auth")
+    return DashboardProcess(cmd, {**os.environ, STORE_ENV: url}, host, port)

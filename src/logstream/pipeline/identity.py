@@ -93,6 +93,9 @@ def claim(state_dir: Path, output_dir: Path, store: ServingStore) -> str:
         state_dir, output_dir, store.url, store_id, store_batches, owner
     )
     if state_id is None:
+        # the checkpoint's state holds client addresses and paths: its owner's alone (0700;
+        # the mode of a directory that exists already is left as it is)
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         _write(state_dir / STATE_ID_FILE, new_id)
     if store_id is None:
         store.set_state({"pipeline_id": new_id, "state_dir": str(state_dir)})

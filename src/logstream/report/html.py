@@ -1,7 +1,9 @@
 """Render the batch report as one self-contained HTML file with Plotly charts.
 
 plotly.js is embedded in the page (``include_plotlyjs=True``), so the report opens offline;
-nothing is loaded from a CDN.
+nothing is loaded from a CDN. Text from the log is escaped in the tables and is plain text in
+the charts' labels (:func:`logstream.units.chart_text`: Plotly would make a link of a URL path
+holding ``<a href=…>``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import plotly.graph_objects as go
 from logstream.comparison import comparison_html
 from logstream.report.panels import shown_panels
 from logstream.report.terminal import dedup_label
-from logstream.units import human_bytes
+from logstream.units import chart_text, human_bytes
 
 __all__ = ["render_html"]
 
@@ -162,7 +164,7 @@ def render_html(report: dict[str, Any]) -> str:
     top = report["top_urls"]
     urls = go.Figure(
         go.Bar(
-            y=[u["url_path"] for u in top][::-1],
+            y=[chart_text(u["url_path"]) for u in top][::-1],  # plain text, never a link
             x=[u["requests"] for u in top][::-1],
             orientation="h",
         )

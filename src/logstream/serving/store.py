@@ -35,9 +35,10 @@ The tables are described in :mod:`logstream.serving.schema`; the reads are
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -115,6 +116,10 @@ class ServingStore:
         self.retry_s = retry_s
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # a new store is its owner's alone (0600, whatever the umask): it holds client
+            # addresses, user names and raw lines; SQLite gives its -wal and -shm the same mode
+            with suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             with self._connect() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(SCHEMA)
