@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from logstream.errors import ConfigError
 
@@ -160,6 +160,10 @@ class SparkSettings(BaseModel):
         (``spark.jars``: its jars from the cache of :mod:`logstream.kafka.maven`, fetched the
         first time). Off, the default, the session loads nothing of it: a run without a Kafka
         source or sink does not pay for it.
+    remote : str or None
+        A Spark Connect server's URL (``sc://HOST:PORT``): the session is a Connect client of
+        it (:func:`logstream.connect.remote_session`) and ``master`` is the server's. Default
+        from ``$SPARK_REMOTE``, as PySpark's; ``None`` runs Spark in this process.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -172,6 +176,16 @@ class SparkSettings(BaseModel):
     )
     extra: dict[str, str] = Field(default_factory=dict)
     kafka: bool = False
+    remote: str | None = Field(default_factory=lambda: os.environ.get("SPARK_REMOTE") or None)
+
+    @field_validator("remote")
+    @classmethod
+    def _remote_is_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("sc://"):
+            raise ValueError(
+                "not a Spark Connect URL: use sc://HOST:PORT (--remote, or $SPARK_REMOTE)"
+            )
+        return value
 
     @field_validator("master")
     @classmethod
@@ -183,6 +197,15 @@ class SparkSettings(BaseModel):
                 f"master {value!r} is not a Spark master URL: use local[*], local[N] or spark://HOST:PORT"
             )
         return value
+
+    @model_validator(mode="after")
+    def _one_place(self) -> SparkSettings:
+        if self.remote and self.master:
+            raise ValueError(
+                f"both a master ({self.master}) and a Spark Connect server ({self.remote}): "
+                "a Connect server runs on its own master, give one of --master and --remote"
+            )
+        return self
 
     @classmethod
     def build(cls, **values: object) -> SparkSettings:

@@ -237,11 +237,17 @@ def get_spark(
     pyspark.sql.SparkSession
         A session whose time zone is UTC. When a session already exists (e.g. in a notebook or
         a test run) its static settings are kept and only runtime SQL settings are applied.
+        With ``settings.remote`` (``--remote``, ``$SPARK_REMOTE``) a Spark Connect session
+        (:func:`logstream.connect.remote_session`).
     """
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     settings = settings or SparkSettings()
+    if settings.remote:
+        from logstream.connect import remote_session
+
+        return remote_session(settings.remote, session_conf(settings))
     conf = SparkConf()
     for key, value in session_conf(settings).items():
         conf.set(key, value)

@@ -28,6 +28,7 @@ from logstream import analytics
 from logstream.analytics.requests import event_request_target
 from logstream.analytics.sessions import summary_session
 from logstream.analytics.visitors import local_day
+from logstream.connect import job_description
 from logstream.parsing import REASON_COLUMN
 from logstream.parsing.detect import LOG_OFFSET_REGEX
 from logstream.reference import ReferenceTables
@@ -198,7 +199,7 @@ def build_report(
         report.update(build_panels(counts, panels, top, tables.get("agents")))
     finally:
         counts.unpersist()
-        parsed.sparkSession.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+        job_description(parsed.sparkSession, None)
         _ON_STEP.reset(step)
     report["general"]["duplicates_dropped"] = duplicates_dropped
     return report
@@ -662,7 +663,7 @@ _ON_STEP: ContextVar[Callable[[str], None] | None] = ContextVar("on_step", defau
 def _describe(frame: DataFrame, step: str) -> None:
     """Name the Spark jobs that follow (the Spark UI's job descriptions, read by
     ``bench/profile_batch.py``): ``logstream batch: STEP``; and tell ``on_step``."""
-    frame.sparkSession.sparkContext.setJobDescription(f"logstream batch: {step}")
+    job_description(frame.sparkSession, f"logstream batch: {step}")
     if (on_step := _ON_STEP.get()) is not None:
         on_step(step)
 
