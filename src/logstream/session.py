@@ -248,6 +248,11 @@ def get_spark(
         from logstream.connect import remote_session
 
         return remote_session(settings.remote, session_conf(settings))
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # under spark-submit: connect to its JVM first, so that SparkConf() loads what
+        # spark-submit set (its --master among them); before, the master was not seen and
+        # local[*] was set, and a "cluster" run ran in the driver alone
+        SparkContext._ensure_initialized()
     conf = SparkConf()
     for key, value in session_conf(settings).items():
         conf.set(key, value)
