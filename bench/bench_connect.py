@@ -1,7 +1,8 @@
 """The NASA day's batch report against a warm Spark Connect server, a cold local ``logstream
 batch`` and GoAccess, in one run.
 
-Input: the real NASA day (1995-07-09, 35,272 lines, ``NASA_access_log_Jul95_day09.log.gz``).
+Input: the real NASA day (1995-07-09, 35,272 lines, ``NASA_access_log_Jul95_day09.log.gz``),
+uncompressed into a plain file that every command reads (GoAccess reads plain text).
 Every figure is the wall time of a whole ``logstream`` (or ``goaccess``) process, measured
 one after the other on the same machine:
 
@@ -74,9 +75,10 @@ def measure(args: Any) -> dict[str, Any]:
     """The run of the module docstring; its result."""
     from logstream.connect.server import LocalConnectServer
 
-    day = harness.data_file(harness.NASA_DAY_FILE)
     times: dict[str, list[float]] = {"goaccess": [], "local_cold": [], "connect_warm": []}
     with harness.scratch("bench-connect-") as work:
+        day = work / harness.NASA_DAY_FILE.removesuffix(".gz")  # plain text: GoAccess reads it
+        day.write_bytes(harness.nasa_day_bytes())
         server = LocalConnectServer(work / "server", free_port(), die_with_parent=True)
         t0 = time.monotonic()
         server.start()

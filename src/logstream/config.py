@@ -28,6 +28,7 @@ __all__ = [
     "check_panels",
     "config_error",
     "data_dir",
+    "remote_default",
     "validate_time_zone",
 ]
 
@@ -162,8 +163,9 @@ class SparkSettings(BaseModel):
         source or sink does not pay for it.
     remote : str or None
         A Spark Connect server's URL (``sc://HOST:PORT``): the session is a Connect client of
-        it (:func:`logstream.connect.remote_session`) and ``master`` is the server's. Default
-        from ``$SPARK_REMOTE``, as PySpark's; ``None`` runs Spark in this process.
+        it (:func:`logstream.connect.remote_session`) and ``master`` is the server's. ``None``
+        (the default) runs Spark in this process; ``logstream batch`` and ``run`` default it
+        to ``$SPARK_REMOTE``, as PySpark does (:func:`remote_default`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -176,7 +178,7 @@ class SparkSettings(BaseModel):
     )
     extra: dict[str, str] = Field(default_factory=dict)
     kafka: bool = False
-    remote: str | None = Field(default_factory=lambda: os.environ.get("SPARK_REMOTE") or None)
+    remote: str | None = None
 
     @field_validator("remote")
     @classmethod
@@ -220,6 +222,19 @@ class SparkSettings(BaseModel):
             return cls(**values)  # type: ignore[arg-type]
         except ValidationError as exc:
             raise config_error(exc, "invalid setting") from exc
+
+
+def remote_default(remote: str | None) -> dict[str, str]:
+    """``SparkSettings``'s ``remote`` of a command that runs through Spark Connect: the
+    ``--remote`` given, else ``$SPARK_REMOTE`` (as PySpark reads it); empty for neither.
+
+    Examples
+    --------
+    >>> remote_default("sc://127.0.0.1:15002")
+    {'remote': 'sc://127.0.0.1:15002'}
+    """
+    value = remote or os.environ.get("SPARK_REMOTE")
+    return {"remote": value} if value else {}
 
 
 def config_error(exc: ValidationError, what: str) -> ConfigError:

@@ -248,6 +248,9 @@ def get_spark(
         from logstream.connect import remote_session
 
         return remote_session(settings.remote, session_conf(settings))
+    # Spark in this process: PySpark's builder would turn to Spark Connect on $SPARK_REMOTE
+    # (only batch and run honour it, through settings.remote)
+    os.environ.pop("SPARK_REMOTE", None)
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # under spark-submit: connect to its JVM first, so that SparkConf() loads what
         # spark-submit set (its --master among them); before, the master was not seen and

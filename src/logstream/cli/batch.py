@@ -28,7 +28,7 @@ from logstream.cli.filter_options import (
     build_filter,
     check_vhost_pattern,
 )
-from logstream.config import SparkSettings, validate_time_zone
+from logstream.config import SparkSettings, remote_default, validate_time_zone
 from logstream.errors import ConfigError
 
 PathsArgument = Annotated[
@@ -241,7 +241,7 @@ def batch(
     # otherwise the compressed inputs are read to their end while Spark starts and works
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
-    given = {"remote": remote} if remote else {}  # else $SPARK_REMOTE, as PySpark
+    given = remote_default(remote)  # else $SPARK_REMOTE, as PySpark
     spark = get_spark(SparkSettings.build(master=master, extra=extra, **given))
     # on a terminal: the input's parts read, then the report's steps by name
     console = Console() if progress_enabled(quiet) else None

@@ -24,7 +24,7 @@ from logstream.cli.run_progress import (
     print_summary,
     progress_printer,
 )
-from logstream.config import SparkSettings
+from logstream.config import SparkSettings, remote_default
 from logstream.errors import ConfigError, LogstreamError, RunFault
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def _plan(v: dict[str, Any]) -> _Plan:
             raise ValueError(f"{v['rotate_every']!r} must be longer than zero")
     except ValueError as exc:
         raise ConfigError(f"--rotate-every: {exc}") from exc
-    remote = {"remote": v["remote"]} if v.get("remote") else {}
+    remote = remote_default(v.get("remote"))  # else $SPARK_REMOTE, as PySpark
     settings = SparkSettings.build(master=v["master"], extra=spark_conf(v["conf"]), **remote)
     if settings.remote:
         _check_remote(source, v)
