@@ -91,7 +91,8 @@ def produce(bootstrap: str, topic: str, lines: list[str], rate: int, seconds: fl
             n += 1
         producer.poll(0)
         time.sleep(0.002)  # the pace of the feed
-    producer.flush(30)
+    if producer.flush(120):
+        raise RuntimeError("Kafka did not take every line within 120 s")
     return sent
 
 
@@ -121,7 +122,7 @@ def alerts_with_times(bootstrap: str, topic: str) -> list[tuple[int, dict[str, A
 
 def run_trigger(broker: Any, n: int, trigger: str, args: Any, lines: list[str]) -> dict:
     """One run (module docstring); its latencies and counts."""
-    from logstream.kafka.client import ensure_topic
+    from logstream.kafka.client import ensure_topic, partition_offsets
 
     source, sink = f"lines-{n}", f"alerts-{n}"
     ensure_topic(broker.bootstrap, source, 1)
@@ -130,7 +131,9 @@ def run_trigger(broker: Any, n: int, trigger: str, args: Any, lines: list[str]) 
     cmd += ["--kafka-topic", source, "--format", "common", "--trigger", trigger]
     cmd += ["--sink", f"kafka://{broker.bootstrap}/{sink}", "--master", "local[2]"]
     env = {**harness.bench_env(), "PYTHONPATH": str(harness.REPO / "src")}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+    )
     errors: list[str] = []
     started = threading.Event()
 
@@ -148,7 +151,13 @@ def run_trigger(broker: Any, n: int, trigger: str, args: Any, lines: list[str]) 
             return {"error": "".join(errors)[-3000:]}
         warm = produce(broker.bootstrap, source, lines, args.rate, args.warmup_s)
         measured = produce(broker.bootstrap, source, lines, args.rate, args.seconds)
-        time.sleep(max(10.0, args.warmup_s))  # the last lines' alerts reach the topic
+        flagged_lines = flagged(lines)
+        wanted = sum(1 for _, i in warm + measured if flagged_lines[i])
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:  # the last alerts arrive
+            if sum(hi for _, hi in partition_offsets(broker.bootstrap, sink).values()) >= wanted:
+                break
+            time.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -156,7 +165,10 @@ def run_trigger(broker: Any, n: int, trigger: str, args: Any, lines: list[str]) 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    return summarise(alerts_with_times(broker.bootstrap, sink), warm, measured, lines)
+    result = summarise(alerts_with_times(broker.bootstrap, sink), warm, measured, lines)
+    if result["alerts_measured"] != result["alerts_expected"]:
+        result["stderr_tail"] = "".join(errors)[-2000:]
+    return result
 
 
 def summarise(alerts: list, warm: list, measured: list, lines: list[str]) -> dict:

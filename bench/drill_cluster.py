@@ -154,7 +154,12 @@ def cluster(logs: Path, workers: int = 2, cores: int = 1, memory: str = "1g") ->
 def _daemon(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     with log.open("ab") as out:
         return subprocess.Popen(
-            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 
@@ -219,8 +224,8 @@ def run_with_kill(
     log = root.parent / f"{root.name}-driver.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            cmd, env=env, cwd=root.parent, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            cmd, env=env, cwd=root.parent, stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         if target is not None:
             outcome.killed_in_batch, outcome.killed_pid = _kill_in_flight(
@@ -231,8 +236,8 @@ def run_with_kill(
         outcome.runs = 2
         with log.open("a") as out:
             status = subprocess.run(
-                cmd, env=env, cwd=root.parent, stdout=out, stderr=subprocess.STDOUT,
-                timeout=RUN_TIMEOUT_S, check=False,
+                cmd, env=env, cwd=root.parent, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S, check=False,
             ).returncode  # fmt: skip
     outcome.seconds = round(time.monotonic() - t0, 1)
     text = log.read_text(errors="replace")

@@ -162,6 +162,13 @@ class RulesConfig:
                 "(--kafka-bootstrap, --kafka-topic; logstream replay --kafka fills one), or "
                 "use --trigger continuous:1s for the same map-only hot path (docs/triggers.md)"
             )
+        if self.trigger.kind == "real-time" and interval_seconds(self.trigger.interval) < 5:
+            raise ConfigError(
+                f"--trigger real-time:{self.trigger.interval}: Spark's real-time mode needs a "
+                "duration of 5 seconds at least (spark.sql.streaming.realTimeMode."
+                "minBatchDuration; it is how often the batch is checkpointed, not a latency): "
+                "use --trigger real-time:5s"
+            )
         if self.trigger.kind == "continuous" and kind == "webhook":
             raise ConfigError(
                 "--sink webhook cannot run under --trigger continuous: PySpark's foreach sink "
