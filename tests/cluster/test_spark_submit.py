@@ -127,4 +127,6 @@ def test_a_cluster_losing_an_executor_mid_micro_batch_changes_no_output(
     run_in_process(spark, tmp_path / "local", chunks)
     outcome = DRILL.run_with_kill(cluster, package, tmp_path / "cluster", chunks, "executor")
     assert outcome.killed_in_batch >= 1 and outcome.micro_batches == 4
+    # Spark saw it: the executor exited by SIGKILL (128 + 9)
+    assert "Command exited with code 137" in outcome.executors_lost
     assert DRILL.drill_kill.compare(spark, tmp_path / "cluster", tmp_path / "local") == {}
