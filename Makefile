@@ -6,6 +6,8 @@
 #   make test   set up everything, then run the test suite
 #   make kafka  a one-node Apache Kafka broker on 127.0.0.1:9092 (KRaft) until Ctrl-C, its
 #               files in out/kafka (docs/kafka.md)
+#   make connect  a Spark Connect server from PySpark's jars on 127.0.0.1:15002 until Ctrl-C,
+#               its log in out/connect (docs/cluster.md)
 # Set-up is idempotent: a virtual environment in .venv (pip and setuptools upgraded: those
 # Python 3.11's venv brings have published advisories), Java 17 and Maven via apt-get when
 # missing, the JVM's class-data archive in ~/.cache/logstream/jvm (python -m
@@ -25,7 +27,7 @@ export LOGSTREAM_DATA_DIR ?= $(abspath ../shared/data)
 NASA_DAY := $(LOGSTREAM_DATA_DIR)/NASA_access_log_Jul95_day09.log.gz
 OUT    ?= out
 
-.PHONY: setup run report test lint bench package clean kafka
+.PHONY: setup run report test lint bench package clean kafka connect
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +44,9 @@ setup: $(STAMP)
 
 kafka: setup
 	$(PY) -m logstream.kafka.broker run --dir $(OUT)/kafka
+
+connect: setup
+	$(VENV)/bin/logstream connect-server --dir $(OUT)/connect
 
 run: setup
 	$(VENV)/bin/logstream run $(if $(DURATION),--duration $(DURATION)) $(RUN_ARGS)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from logstream.errors import ConfigError
 
@@ -28,6 +28,7 @@ __all__ = [
     "check_panels",
     "config_error",
     "data_dir",
+    "remote_default",
     "validate_time_zone",
 ]
 
@@ -160,6 +161,11 @@ class SparkSettings(BaseModel):
         (``spark.jars``: its jars from the cache of :mod:`logstream.kafka.maven`, fetched the
         first time). Off, the default, the session loads nothing of it: a run without a Kafka
         source or sink does not pay for it.
+    remote : str or None
+        A Spark Connect server's URL (``sc://HOST:PORT``): the session is a Connect client of
+        it (:func:`logstream.connect.remote_session`) and ``master`` is the server's. ``None``
+        (the default) runs Spark in this process; ``logstream batch`` and ``run`` default it
+        to ``$SPARK_REMOTE``, as PySpark does (:func:`remote_default`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -172,6 +178,16 @@ class SparkSettings(BaseModel):
     )
     extra: dict[str, str] = Field(default_factory=dict)
     kafka: bool = False
+    remote: str | None = None
+
+    @field_validator("remote")
+    @classmethod
+    def _remote_is_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("sc://"):
+            raise ValueError(
+                "not a Spark Connect URL: use sc://HOST:PORT (--remote, or $SPARK_REMOTE)"
+            )
+        return value
 
     @field_validator("master")
     @classmethod
@@ -183,6 +199,15 @@ class SparkSettings(BaseModel):
                 f"master {value!r} is not a Spark master URL: use local[*], local[N] or spark://HOST:PORT"
             )
         return value
+
+    @model_validator(mode="after")
+    def _one_place(self) -> SparkSettings:
+        if self.remote and self.master:
+            raise ValueError(
+                f"both a master ({self.master}) and a Spark Connect server ({self.remote}): "
+                "a Connect server runs on its own master, give one of --master and --remote"
+            )
+        return self
 
     @classmethod
     def build(cls, **values: object) -> SparkSettings:
@@ -197,6 +222,19 @@ class SparkSettings(BaseModel):
             return cls(**values)  # type: ignore[arg-type]
         except ValidationError as exc:
             raise config_error(exc, "invalid setting") from exc
+
+
+def remote_default(remote: str | None) -> dict[str, str]:
+    """``SparkSettings``'s ``remote`` of a command that runs through Spark Connect: the
+    ``--remote`` given, else ``$SPARK_REMOTE`` (as PySpark reads it); empty for neither.
+
+    Examples
+    --------
+    >>> remote_default("sc://127.0.0.1:15002")
+    {'remote': 'sc://127.0.0.1:15002'}
+    """
+    value = remote or os.environ.get("SPARK_REMOTE")
+    return {"remote": value} if value else {}
 
 
 def config_error(exc: ValidationError, what: str) -> ConfigError:

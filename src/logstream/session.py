@@ -243,11 +243,25 @@ def get_spark(
     pyspark.sql.SparkSession
         A session whose time zone is UTC. When a session already exists (e.g. in a notebook or
         a test run) its static settings are kept and only runtime SQL settings are applied.
+        With ``settings.remote`` (``--remote``, ``$SPARK_REMOTE``) a Spark Connect session
+        (:func:`logstream.connect.remote_session`).
     """
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     settings = settings or SparkSettings()
+    if settings.remote:
+        from logstream.connect import remote_session
+
+        return remote_session(settings.remote, session_conf(settings))
+    # Spark in this process: PySpark's builder would turn to Spark Connect on $SPARK_REMOTE
+    # (only batch and run honour it, through settings.remote)
+    os.environ.pop("SPARK_REMOTE", None)
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # under spark-submit: connect to its JVM first, so that SparkConf() loads what
+        # spark-submit set (its --master among them); before, the master was not seen and
+        # local[*] was set, and a "cluster" run ran in the driver alone
+        SparkContext._ensure_initialized()
     conf = SparkConf()
     for key, value in session_conf(settings).items():
         conf.set(key, value)

@@ -1,95 +1,34 @@
-"""logstream through ``spark-submit`` on a real Spark standalone cluster (a master and one
-worker started with ``spark-class`` on this machine), the code shipped as a zip with
-``--py-files`` as a user would."""
+"""logstream through ``spark-submit`` on a real Spark standalone cluster (a master and two
+workers started with ``spark-class`` on this machine), the code shipped as a zip with
+``--py-files`` as a user would; one worker's executor killed in the middle of a micro-batch
+changes no output (the short form of ``bench/drill_cluster.py``)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyspark
 import pytest
 from pyspark.sql import functions as F
-from tests.conftest import free_port
-from tests.pipeline.helpers import nasa_lines, write_chunks
+from tests.conftest import NASA_JUL_2000, data_file
+from tests.pipeline.helpers import load_bench, nasa_lines, run_in_process, write_chunks
 
 SPARK_HOME = Path(pyspark.__file__).parent
 BIN = SPARK_HOME / "bin"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, limit_s: float = 60) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the daemon exited"
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)  # waiting for a daemon to listen
-    raise AssertionError(f"nothing listens on {port}")
+DRILL = load_bench("drill_cluster")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    logs = tmp_path_factory.mktemp("cluster-logs")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_HOME),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_WORKER_DIR": str(logs / "work"),
-    }
-    port, ui, worker_ui = free_port(), free_port(), free_port()
-    master = subprocess.Popen(
-        [
-            str(BIN / "spark-class"),
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--webui-port",
-            str(ui),
-        ],
-        env=env,
-        stdout=(logs / "master.log").open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    worker = None
-    try:
-        wait_for_port(port, master)
-        url = f"spark://127.0.0.1:{port}"
-        worker = subprocess.Popen(
-            [
-                str(BIN / "spark-class"),
-                "org.apache.spark.deploy.worker.Worker",
-                url,
-                "--cores",
-                "2",
-                "--memory",
-                "2g",
-                "--webui-port",
-                str(worker_ui),
-            ],
-            env=env,
-            stdout=(logs / "worker.log").open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        wait_for_port(worker_ui, worker)
-        yield url, env
-    finally:
-        for proc in (worker, master):
-            if proc is not None:
-                os.killpg(proc.pid, 15)
-                proc.wait(30)
+    """A master and two workers (one core, 1 GiB each) on 127.0.0.1, started with
+    ``spark-class`` and stopped by their process groups (bench/drill_cluster.py)."""
+    with DRILL.cluster(tmp_path_factory.mktemp("cluster-logs")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +38,7 @@ def package(tmp_path_factory) -> Path:
 
 
 def submit(cluster, package, args, tmp):
-    url, env = cluster
+    url, env = cluster.url, cluster.env
     cmd = [
         str(BIN / "spark-submit"),
         "--master",
@@ -138,7 +77,8 @@ def test_batch_report_on_the_cluster_matches_local(cluster, package, nasa_day, t
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["general"]["total_requests"] == 35272
     assert report["status_classes"] == {"2xx": 32101, "3xx": 2823, "4xx": 348}
-    assert "local[" not in done.stderr  # the master came from spark-submit, not a default
+    # the master came from spark-submit, not a default: no executor inside the driver
+    assert "local[" not in done.stderr and "Starting executor ID driver" not in done.stderr
 
 
 def test_streaming_pipeline_on_the_cluster_writes_the_outputs(
@@ -174,3 +114,19 @@ def test_streaming_pipeline_on_the_cluster_writes_the_outputs(
         traffic.agg(F.sum("requests")).first()[0]
         == events.where(F.col("event_time") < "1995-07-10 03:49:00").count()
     )
+
+
+def test_a_cluster_losing_an_executor_mid_micro_batch_changes_no_output(
+    cluster, package, spark, tmp_path
+):
+    """``kill -9`` of the first worker's executor JVM while a micro-batch is in flight (its
+    offsets written, its commit not yet): Spark runs its tasks again elsewhere, and every
+    Parquet output and store table equals a local run's, as multisets."""
+    chunks = tmp_path / "in"
+    write_chunks(nasa_lines(data_file(NASA_JUL_2000)), chunks, per_file=500)
+    run_in_process(spark, tmp_path / "local", chunks)
+    outcome = DRILL.run_with_kill(cluster, package, tmp_path / "cluster", chunks, "executor")
+    assert outcome.killed_in_batch >= 1 and outcome.micro_batches == 4
+    # Spark saw it: the executor exited by SIGKILL (128 + 9)
+    assert "Command exited with code 137" in outcome.executors_lost
+    assert DRILL.drill_kill.compare(spark, tmp_path / "cluster", tmp_path / "local") == {}

@@ -1,5 +1,5 @@
 """The log through a real Kafka broker: replay, ``logstream run --kafka`` with a kill -9, the
-Kafka sink, and messages deleted before they were read.
+Kafka sink, messages deleted before they were read, and ``logstream rules`` in real-time mode.
 
 One broker for the module (``kafka_broker``, a real Apache Kafka, KRaft, on 127.0.0.1). The NASA
 day (35,272 lines) is replayed into a topic of 3 partitions; ``logstream run --kafka`` reads it
@@ -23,13 +23,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from logstream.cli import main
-from logstream.kafka.client import delete_before, partition_offsets, read_records
+from logstream.kafka.client import delete_before, ensure_topic, partition_offsets, read_records
 from logstream.pipeline.ingest import FAULT_ENV
 from logstream.sources.kafka import unread_offsets
 from tests.conftest import NASA_AUG_1000, data_file
@@ -286,3 +287,50 @@ def test_unread_messages_deleted_by_retention_stop_the_run_with_their_count(
     assert "done: 700 on-time events, 0 late" in summary  # 1,000 − 300, in this process
     events = store_rows(tmp_path, "SELECT value FROM counters WHERE name = 'events'")
     assert events == Counter([(35_272 + 700,)])
+
+
+def test_rules_in_real_time_mode_alert_every_flagged_line_of_a_topic_once(kafka_broker, tmp_path):
+    """``logstream rules --trigger real-time:5s`` (Spark's real-time mode, Kafka source and
+    sink): the real TWiki log replayed into a topic; every line the rules flag (the Python
+    oracle of tests/rules) has exactly one alert in the sink topic, with its send time."""
+    import json
+
+    from tests.conftest import REPO, TWIKI_CRLF
+    from tests.rules.test_rules import _oracle
+
+    log = data_file(TWIKI_CRLF)
+    source, sink = "twiki-lines", "twiki-rule-alerts"
+    replay = ["replay", str(log), "--kafka", kafka_broker.bootstrap, "--topic", source]
+    assert main([*replay, "--speedup", "1e9", "--quiet"]) == 0
+    ensure_topic(kafka_broker.bootstrap, sink, 1)
+    expected = Counter(line for (line, _), n in _oracle(nasa_lines(log)).items() for _ in range(n))
+    cmd = [sys.executable, "-m", "logstream", "rules", "--kafka-bootstrap", kafka_broker.bootstrap]
+    cmd += ["--kafka-topic", source, "--format", "common", "--trigger", "real-time:5s"]
+    cmd += ["--sink", f"kafka://{kafka_broker.bootstrap}/{sink}", "--master", "local[2]"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "LOGSTREAM_SPARK_UI": "false"}
+    proc = subprocess.Popen(
+        [*cmd, "--checkpoint", str(tmp_path / "ck")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            ends = partition_offsets(kafka_broker.bootstrap, sink)
+            if sum(hi for _, hi in ends.values()) >= sum(expected.values()):
+                break
+            time.sleep(0.5)  # the alerts arrive in the sink topic
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert "rule alerts: kafka → kafka with the real-time trigger (5 seconds)" in err
+    alerts = [json.loads(r.value) for r in read_records(kafka_broker.bootstrap, sink)]
+    assert Counter(a["raw_line"] for a in alerts) == expected
+    assert all(a["received_at"] and a.get("detected_at") is None for a in alerts)

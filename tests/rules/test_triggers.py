@@ -151,6 +151,8 @@ def test_the_kafka_sink_fails_at_start_naming_the_connector(spark, capsys):
     ("args", "message"),
     [
         (["--trigger", "real-time:5s"], "STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED"),
+        (["--kafka", "127.0.0.1:9", "--topic", "t", "--trigger", "real-time:1s"], "5 seconds"),
+        (["--kafka", "127.0.0.1:9"], "needs both --kafka-bootstrap"),
         (["--trigger", "continuous:1s", "--sink", "http://127.0.0.1:9/h"], "IllegalThread"),
         (["--trigger", "soon"], "--trigger 'soon'"),
         (["--trigger", "continuous:0s"], "longer than zero"),

@@ -9,6 +9,7 @@ from rich.markup import escape
 from typer.exceptions import TyperException
 
 from logstream.cli import batch as _batch  # noqa: F401  (registers the command)
+from logstream.cli import connect as _connect  # noqa: F401
 from logstream.cli import dashboard as _dashboard  # noqa: F401
 from logstream.cli import data as _data  # noqa: F401
 from logstream.cli import devices as _devices  # noqa: F401

@@ -14,6 +14,7 @@ __all__ = [
     "FormatOption",
     "MasterOption",
     "ReferenceOption",
+    "RemoteOption",
     "app",
     "err_console",
     "given_on_command_line",
@@ -147,6 +148,17 @@ MasterOption = Annotated[
         metavar="URL",
         help="Spark master URL (local[*], spark://HOST:7077). Default: what spark-submit set, "
         "else $LOGSTREAM_SPARK_MASTER, else local[*].",
+    ),
+]
+RemoteOption = Annotated[
+    str | None,
+    typer.Option(
+        "--remote",
+        metavar="URL",
+        help="Run on a Spark Connect server (sc://HOST:PORT; `logstream connect-server` "
+        "starts one) instead of Spark in this process. Default: $SPARK_REMOTE, else none "
+        "(docs/cluster.md).",
+        show_default=False,
     ),
 ]
 

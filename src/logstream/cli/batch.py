@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ from logstream.cli.app import (
     FormatOption,
     MasterOption,
     ReferenceOption,
+    RemoteOption,
     app,
     spark_conf,
 )
@@ -26,7 +28,7 @@ from logstream.cli.filter_options import (
     build_filter,
     check_vhost_pattern,
 )
-from logstream.config import SparkSettings, validate_time_zone
+from logstream.config import SparkSettings, remote_default, validate_time_zone
 from logstream.errors import ConfigError
 
 PathsArgument = Annotated[
@@ -184,6 +186,7 @@ def batch(
     change_threshold: ThresholdOption = 0.5,
     quiet: QuietOption = False,
     master: MasterOption = None,
+    remote: RemoteOption = None,
     conf: ConfOption = None,
 ) -> None:
     """Analyse log files in batch: a GoAccess-style report.
@@ -238,7 +241,8 @@ def batch(
     # otherwise the compressed inputs are read to their end while Spark starts and works
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
-    spark = get_spark(SparkSettings.build(master=master, extra=extra))
+    given = remote_default(remote)  # else $SPARK_REMOTE, as PySpark
+    spark = get_spark(SparkSettings.build(master=master, extra=extra, **given))
     # on a terminal: the input's parts read, then the report's steps by name
     console = Console() if progress_enabled(quiet) else None
     progress = _progress(spark, console, files, heavy_hitters, returning)
@@ -290,8 +294,13 @@ def _format_options(fmt: Any) -> dict[str, Any]:
 def _progress(spark: Any, console: Any, files: list[str], heavy: bool, returning: bool) -> Any:
     """The report's progress bar (:class:`~logstream.report.progress.StepProgress`): the input's
     ``files`` read, then the report's steps, with the opt-in ones asked for."""
+    from logstream.connect import is_connect, not_through_connect
     from logstream.report.progress import REPORT_STEPS, StepProgress
 
+    if is_connect(spark):  # the bar polls the SparkContext's status tracker
+        if console is not None:
+            not_through_connect("no progress bar (it reads the SparkContext's job status)")
+        return _NoProgress()
     steps = dict(REPORT_STEPS)
     if heavy:
         steps["heavy hitters"] = "the heavy hitters"
@@ -300,6 +309,13 @@ def _progress(spark: Any, console: Any, files: list[str], heavy: bool, returning
     return StepProgress(
         spark.sparkContext, console, steps=steps, input_bytes=sum(_size(f) for f in files)
     )
+
+
+class _NoProgress(nullcontext):
+    """No progress bar (through Spark Connect): the steps are not shown."""
+
+    def step(self, name: str) -> None:
+        """Nothing to show."""
 
 
 def _size(path: str) -> int:

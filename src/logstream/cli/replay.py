@@ -266,7 +266,7 @@ def replay(
     wait: WaitOption = True,
     quiet: QuietOption = False,
 ) -> None:
-    """Replay log files as a live stream, paced by their own event time.
+    """Replay log files live, paced by their own event time.
 
     Example: logstream replay access.log.gz --tcp localhost:9999 --speedup 1440
     """

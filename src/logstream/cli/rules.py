@@ -16,14 +16,39 @@ from logstream.errors import ConfigError
 __all__ = ["rules"]
 
 
+SourceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--source",
+        help="socket (a text server, e.g. logstream replay --tcp), rate, or kafka (a "
+        "topic, e.g. logstream replay --kafka). Default: kafka with --kafka-topic, else "
+        "socket.",
+        show_default=False,
+    ),
+]
+KafkaBootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kafka-bootstrap", "--kafka", metavar="HOST:PORT", help="Brokers the Kafka source reads."
+    ),
+]
+KafkaTopicOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kafka-topic",
+        "--topic",
+        metavar="TOPIC",
+        help="Topic the Kafka source reads, one line a message (from its start, then from "
+        "the checkpoint).",
+    ),
+]
+
+
 @app.command("rules")
 def rules(
-    source: Annotated[
-        str,
-        typer.Option(
-            "--source", help="socket (a text server, e.g. logstream replay --tcp) or rate."
-        ),
-    ] = "socket",
+    source: SourceOption = None,
+    kafka_bootstrap: KafkaBootstrapOption = None,
+    kafka_topic: KafkaTopicOption = None,
     socket: Annotated[
         str | None,
         typer.Option("--socket", metavar="HOST:PORT", help="Server the socket source reads."),
@@ -61,8 +86,8 @@ def rules(
         typer.Option(
             "--trigger",
             help="continuous:INTERVAL (continuous processing, INTERVAL = checkpoint interval), "
-            "real-time:DURATION (Spark's real-time mode: Kafka sources only, refused here), or "
-            "a micro-batch interval: 0s (as fast as possible), 1s, 10s.",
+            "real-time:DURATION (Spark's real-time mode, DURATION = its batch's length: the "
+            "Kafka source only), or a micro-batch interval: 0s (as fast as possible), 1s, 10s.",
         ),
     ] = "continuous:1s",
     checkpoint: Annotated[
@@ -91,6 +116,8 @@ def rules(
             duration_s = interval_seconds(duration)
         except ValueError as exc:
             raise ConfigError(f"--duration: {exc}") from None
+    if source is None:
+        source = "kafka" if kafka_topic or kafka_bootstrap else "socket"
     if source == "rate" and rate_sample is None and log_format == "auto":
         log_format = "combined"  # the generated lines are Combined
     cfg = RulesConfig(
@@ -103,14 +130,16 @@ def rules(
         log_format=log_format,
         checkpoint=checkpoint.resolve() if checkpoint else None,
         duration_s=duration_s,
+        kafka_bootstrap=kafka_bootstrap,
+        kafka_topic=kafka_topic,
     )
     cfg.sink_kind  # noqa: B018 - checks the sink before the JVM starts
 
     from logstream.rules.query import start_alert_query
     from logstream.session import get_spark
 
-    # Spark's Kafka connector for a kafka:// sink only (docs/kafka.md)
-    kafka = cfg.sink_kind == "kafka"
+    # Spark's Kafka connector for a Kafka source or sink only (docs/kafka.md)
+    kafka = cfg.sink_kind == "kafka" or cfg.source == "kafka"
     spark = get_spark(
         SparkSettings(master=master, kafka=kafka) if master else SparkSettings(kafka=kafka)
     )
@@ -119,16 +148,17 @@ def rules(
         f"rule alerts: {cfg.source} → {cfg.sink_kind} with the {cfg.trigger.kind} trigger "
         f"({cfg.trigger.interval})"
     )
-    _wait(query, duration_s)
+    _wait(query, duration_s, spark)
     error = query.exception()
     if error is not None:
         err_console.print(f"[bold red]error:[/bold red] the alert query failed: {error}")
         raise typer.Exit(1)
 
 
-def _wait(query: Any, duration_s: float | None) -> None:
+def _wait(query: Any, duration_s: float | None, spark: Any) -> None:
     """Wait until ``query`` ends, SIGINT or SIGTERM arrives, or ``duration_s`` seconds pass
-    (``None``: no limit); then stop it."""
+    (``None``: no limit); then stop it, Spark's log off meanwhile: the tasks a stop cancels
+    (a real-time or continuous epoch's long-running tasks) log their interruption as errors."""
     stop = threading.Event()
 
     def handle(signum: int, _frame: Any) -> None:
@@ -145,4 +175,9 @@ def _wait(query: Any, duration_s: float | None) -> None:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-        query.stop()
+        if query.isActive:
+            from logstream.session import SPARK_LOG_LEVEL
+
+            spark.sparkContext.setLogLevel("OFF")
+            query.stop()
+            spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)

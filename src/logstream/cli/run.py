@@ -24,7 +24,7 @@ from logstream.cli.run_progress import (
     print_summary,
     progress_printer,
 )
-from logstream.config import SparkSettings
+from logstream.config import SparkSettings, remote_default
 from logstream.errors import ConfigError, LogstreamError, RunFault
 
 if TYPE_CHECKING:
@@ -230,7 +230,10 @@ def _plan(v: dict[str, Any]) -> _Plan:
             raise ValueError(f"{v['rotate_every']!r} must be longer than zero")
     except ValueError as exc:
         raise ConfigError(f"--rotate-every: {exc}") from exc
-    settings = SparkSettings.build(master=v["master"], extra=spark_conf(v["conf"]))
+    remote = remote_default(v.get("remote"))  # else $SPARK_REMOTE, as PySpark
+    settings = SparkSettings.build(master=v["master"], extra=spark_conf(v["conf"]), **remote)
+    if settings.remote:
+        _check_remote(source, v)
     cfg = None
     if source is not None:
         cfg = _pipeline_config(v, source)
@@ -254,6 +257,36 @@ def _plan(v: dict[str, Any]) -> _Plan:
     ):  # Spark's Kafka connector only for a run that reads or writes Kafka (docs/kafka.md)
         settings = settings.model_copy(update={"kafka": True})
     return _Plan(demo, duration_s, rotate_every_s, with_dashboard, settings, cfg)
+
+
+#: What ``logstream run --remote`` does, said at its start (docs/cluster.md).
+CONNECT_NOTE = (
+    "the server's Python process delivers the micro-batches (outputs, store and state at "
+    "the server's paths); a stop ends the query at once and the next start replays the "
+    "micro-batch it cut"
+)
+
+
+def _check_remote(source: str | None, v: dict[str, Any]) -> None:
+    """Refuse what ``run --remote`` cannot do, and say what it does (:data:`CONNECT_NOTE`).
+
+    Raises
+    ------
+    ConfigError
+        For the demo and the sources read by this process (``--follow``, ``--socket``,
+        ``--rate``), and for ``--bot-model`` (a Spark ML model loaded in this process).
+    """
+    if source not in ("dir", "kafka"):
+        given = {None: "the demo", "follow": "--follow", "socket": "--socket", "rate": "--rate"}
+        raise ConfigError(
+            f"--remote runs an --input-dir or --kafka source; {given[source]} is read by "
+            "logstream's own process: run it without --remote (docs/cluster.md)"
+        )
+    if v.get("bot_model"):
+        raise ConfigError("--bot-model needs Spark in this process: run it without --remote")
+    from logstream.connect import not_through_connect
+
+    not_through_connect(CONNECT_NOTE)
 
 
 def _locations(cfg: PipelineConfig) -> dict[str, tuple[Path, bool]]:

@@ -443,12 +443,21 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         default=None,
     ),
     _option(
+        "remote",
+        str | None,
+        "--remote",
+        SPARK,
+        metavar="URL",
+        help="A Spark Connect server (docs/cluster.md).",
+        default=None,
+    ),
+    _option(
         "conf",
         list[str] | None,
         "--conf",
         SPARK,
         metavar="KEY=VALUE",
-        help="A Spark setting, as spark-submit's --conf (repeatable).",
+        help="A Spark setting, as spark-submit's (repeatable).",
         default=None,
     ),
 )

@@ -171,11 +171,12 @@ def backlog_progress(
     read of their number, then the first micro-batch's outputs, until ``finished`` (its
     progress line is printed). Only on a terminal, without ``--quiet``, for a first start
     with at least :data:`BACKLOG_BYTES` to read; otherwise nothing."""
+    from logstream.connect import is_connect
     from logstream.report.progress import StepProgress
 
     size = backlog_bytes(cfg)
-    if quiet or not console.is_terminal or size < BACKLOG_BYTES:
-        return contextlib.nullcontext()
+    if quiet or not console.is_terminal or size < BACKLOG_BYTES or is_connect(spark):
+        return contextlib.nullcontext()  # through Spark Connect: no SparkContext to poll
     return StepProgress(
         spark.sparkContext,
         console,

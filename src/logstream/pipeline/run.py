@@ -42,6 +42,7 @@ from pyspark.sql.types import StructField, StructType, TimestampType
 
 from logstream import analytics, errors
 from logstream.analytics.alerts import AlertConfig
+from logstream.connect import is_connect
 from logstream.errors import LogFormatError, LogstreamError
 from logstream.filters import FILTERED_REASON, EventFilter
 from logstream.monitoring import ProgressListener
@@ -53,16 +54,13 @@ from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.identity import claim
 from logstream.pipeline.ingest import (
     INGEST_QUERY,
-    STATE_PARTS,
     AnalyticsSettings,
     BotScorer,
-    IngestStage,
     IngestTotals,
 )
 from logstream.pipeline.ingest.driver import warm_up
 from logstream.pipeline.ingest.settings import stream_panels
-from logstream.pipeline.state import StateSnapshots
-from logstream.reference import ReferenceTables
+from logstream.pipeline.remote import ConnectIngest, ingest_stage, ledger_totals
 from logstream.replay import open_log
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from logstream.serving import open_store
@@ -285,20 +283,10 @@ class Pipeline:
             site_host=cfg.site_host,
             protocol_required="protocol" in self.fmt.fields,
         )
-        snapshots = StateSnapshots(self.spark, cfg.state_dir / "analytics", STATE_PARTS)
-        snapshots.checkpoint = self._checkpoint_path(INGEST_QUERY)
-        snapshots.check()  # a damaged newest snapshot refuses the start, naming the file
-        self.ingest = IngestStage(
-            cfg.output_dir,
-            self.store,
-            snapshots,
-            settings,
-            checkpoint=self._checkpoint_path(INGEST_QUERY) if cfg.source == "dir" else None,
-            strict=cfg.strict,
-            stateful_input=cfg.dedup,
-            reference=ReferenceTables(cfg.reference, snapshot_dir=cfg.state_dir / "reference"),
-            bot_model=self._bot_model(),
-            publisher=self.publisher,
+        self.settings = settings
+        self._ledger_start = ledger_totals(self.store) if is_connect(self.spark) else None
+        self.ingest = ingest_stage(
+            self.spark, cfg, self.store, settings, self.publisher, self._bot_model()
         )
         if settings.driver_rows > 0:  # the live path's libraries, while the query starts
             threading.Thread(target=warm_up, args=(settings,), daemon=True).start()
@@ -307,8 +295,12 @@ class Pipeline:
 
     @property
     def totals(self) -> IngestTotals:
-        """Running totals of the ingest stage in this process."""
-        return self.ingest.totals
+        """Running totals of the ingest stage in this process; through Spark Connect, whose
+        micro-batches are delivered in the server's process, those of the store's ledger since
+        this pipeline started (:func:`logstream.pipeline.remote.ledger_totals`)."""
+        if self._ledger_start is None:
+            return self.ingest.totals
+        return ledger_totals(self.store, self._ledger_start)
 
     # -- building blocks -------------------------------------------------------------------
 
@@ -350,9 +342,13 @@ class Pipeline:
             lines = drop_duplicate_lines(lines, self.cfg.dedup_window)
         parsed = parse(lines, self.fmt, self.cfg.max_future_seconds)
         parsed = marked_filtered(with_site_from_path(parsed, self.cfg.vhost_from_path), self.filter)
+        if is_connect(self.spark):  # the function runs in a Python process of the server
+            function: Any = ConnectIngest(self.cfg, self.settings, self.publisher)
+        else:
+            function = self.gate.wrap(INGEST_QUERY, self.ingest)
         writer = (
             parsed.writeStream.queryName(INGEST_QUERY)
-            .foreachBatch(self.gate.wrap(INGEST_QUERY, self.ingest))
+            .foreachBatch(function)
             .option("checkpointLocation", self._checkpoint(INGEST_QUERY))
         )
         query = self._trigger(writer).start()
@@ -450,11 +446,12 @@ class Pipeline:
             outputs and the store may then disagree until the restart.
         """
         self.stop_requested.set()
-        context = self.spark.sparkContext
         # A micro-batch the closed gate refuses ends its query with StopRequested, which Spark
         # logs with a stack trace: a stop is not an error, so Spark's log is off meanwhile (a
-        # real failure in this window is still reported below, in one line)
-        context.setLogLevel("OFF")
+        # real failure in this window is still reported below, in one line); a Connect
+        # server's log is its own
+        log_level = _log_level(self.spark)
+        log_level("OFF")
         try:
             self.gate.close(grace_s)
             # Spark reports a micro-batch's progress after its function returns (commit log,
@@ -465,7 +462,7 @@ class Pipeline:
                 if query.isActive:
                     query.stop()
         finally:
-            context.setLogLevel(SPARK_LOG_LEVEL)
+            log_level(SPARK_LOG_LEVEL)
         for query in self.queries:
             error = query.exception()
             if error is not None and not is_stop_requested(error) and query.name not in self.raised:
@@ -489,6 +486,13 @@ class Pipeline:
                 break
             time.sleep(0.05)  # the listener bus delivers on its own thread
         self.spark.streams.removeListener(self.listener)
+
+
+def _log_level(spark: SparkSession) -> Callable[[str], None]:
+    """Set the log level of Spark in this process (nothing through Spark Connect)."""
+    if is_connect(spark):
+        return lambda _level: None
+    return spark.sparkContext.setLogLevel
 
 
 def _last_ran(progress: list[dict[str, Any]]) -> dict[str, Any] | None:

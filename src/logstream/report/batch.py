@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
+from logstream.connect import job_description
 from logstream.parsing.detect import LOG_OFFSET_REGEX
 from logstream.reference import ReferenceTables
 from logstream.report.items import TableRows, ranked_tables
@@ -205,7 +206,7 @@ def _release(counts: DataFrame | None, parsed: DataFrame, step: Any) -> None:
     callback of :func:`build_report` reset."""
     if counts is not None:
         counts.unpersist()
-    parsed.sparkSession.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+    job_description(parsed.sparkSession, None)
     _ON_STEP.reset(step)
 
 
@@ -482,7 +483,7 @@ _ON_STEP: ContextVar[Callable[[str], None] | None] = ContextVar("on_step", defau
 def _describe(frame: DataFrame, step: str) -> None:
     """Name the Spark jobs that follow (the Spark UI's job descriptions, read by
     ``bench/profile_batch.py``): ``logstream batch: STEP``; and tell ``on_step``."""
-    frame.sparkSession.sparkContext.setJobDescription(f"logstream batch: {step}")
+    job_description(frame.sparkSession, f"logstream batch: {step}")
     if (on_step := _ON_STEP.get()) is not None:
         on_step(step)
 

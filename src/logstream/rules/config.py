@@ -32,11 +32,14 @@ class Trigger:
     interval: str
 
     def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
-        """Set this trigger on a ``DataStreamWriter`` and return it."""
+        """Set this trigger on a ``DataStreamWriter`` and return it; real-time mode with the
+        update output mode, the only one it accepts (``STREAMING_REAL_TIME_MODE.
+        OUTPUT_MODE_NOT_SUPPORTED``): the alert query has no aggregation, so update emits each
+        alert once, as append does."""
         if self.kind == "continuous":
             return writer.trigger(continuous=self.interval)
         if self.kind == "real-time":
-            return writer.trigger(realTime=self.interval)
+            return writer.outputMode("update").trigger(realTime=self.interval)
         return writer.trigger(processingTime=self.interval)
 
 
@@ -80,7 +83,7 @@ class RulesConfig:
 
     Parameters
     ----------
-    source : {"socket", "rate"}
+    source : {"socket", "rate", "kafka"}
     socket : str, optional
         ``HOST:PORT`` the socket source connects to (``source="socket"``).
     rate : int, optional
@@ -95,14 +98,18 @@ class RulesConfig:
     checkpoint : Path, optional
     duration_s : float, optional
         Stop after this many seconds (None: until Ctrl-C).
+    kafka_bootstrap, kafka_topic : str, optional
+        ``HOST:PORT[,…]`` and the topic the Kafka source reads (``source="kafka"``): one line
+        a message, as ``logstream replay --kafka`` writes them.
 
     Raises
     ------
     ConfigError
-        On a value that cannot work, naming it and the fix: a missing ``--socket`` or
-        ``--rate``, an unknown sink, ``auto`` with the socket source, the real-time trigger
-        (no source of this command supports it in Spark 4.3), or the continuous trigger with
-        the webhook sink (PySpark's ``foreach`` fails under the continuous trigger).
+        On a value that cannot work, naming it and the fix: a missing ``--socket``,
+        ``--rate`` or Kafka topic, an unknown sink, ``auto`` with the socket or Kafka source,
+        the real-time trigger on another source than Kafka (Spark 4.2 refuses it:
+        ``STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED``), or the continuous trigger
+        with the webhook sink (PySpark's ``foreach`` fails under the continuous trigger).
     InputPathError
         When ``rate_sample`` does not exist.
     """
@@ -116,10 +123,17 @@ class RulesConfig:
     log_format: str = "auto"
     checkpoint: Path | None = None
     duration_s: float | None = None
+    kafka_bootstrap: str | None = None
+    kafka_topic: str | None = None
 
     def __post_init__(self) -> None:
-        if self.source not in ("socket", "rate"):
-            raise ConfigError(f"--source {self.source!r}: use socket or rate")
+        if self.source not in ("socket", "rate", "kafka"):
+            raise ConfigError(f"--source {self.source!r}: use socket, rate or kafka")
+        if (self.source == "kafka") != bool(self.kafka_bootstrap and self.kafka_topic):
+            raise ConfigError(
+                "the Kafka source needs both --kafka-bootstrap HOST:PORT and --kafka-topic "
+                "TOPIC, and they belong to it alone"
+            )
         if self.source == "socket" and not self.socket:
             raise ConfigError("the socket source needs --socket HOST:PORT (e.g. 127.0.0.1:9999)")
         if self.source == "rate" and (self.rate is None or self.rate < 1):
@@ -134,19 +148,26 @@ class RulesConfig:
                 "Combined log file, or leave it out to use generated lines"
             )
         check_format(self.log_format)  # before Spark starts
-        if self.log_format.strip().lower() == "auto" and self.source == "socket":
+        if self.log_format.strip().lower() == "auto" and self.source in ("socket", "kafka"):
             raise ConfigError(
-                "--format auto needs a file to look at; with the socket source pass "
+                f"--format auto needs a file to look at; with the {self.source} source pass "
                 "--format common|combined|'<LogFormat>'"
             )
         kind = self.sink_kind
-        if self.trigger.kind == "real-time":
+        if self.trigger.kind == "real-time" and self.source != "kafka":
             raise ConfigError(
                 f"--trigger real-time needs a source that supports Spark's real-time mode; in "
-                f"Spark 4.3 that is Kafka only, and the {self.source} source is refused "
-                "(STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED); real-time mode also "
-                "needs the update output mode and a foreach or Kafka sink. Use --trigger "
-                "continuous:1s for the same map-only hot path (see docs/triggers.md)"
+                f"Spark 4.2 that is Kafka only, and the {self.source} source is refused "
+                "(STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED). Read a Kafka topic "
+                "(--kafka-bootstrap, --kafka-topic; logstream replay --kafka fills one), or "
+                "use --trigger continuous:1s for the same map-only hot path (docs/triggers.md)"
+            )
+        if self.trigger.kind == "real-time" and interval_seconds(self.trigger.interval) < 5:
+            raise ConfigError(
+                f"--trigger real-time:{self.trigger.interval}: Spark's real-time mode needs a "
+                "duration of 5 seconds at least (spark.sql.streaming.realTimeMode."
+                "minBatchDuration; it is how often the batch is checkpointed, not a latency): "
+                "use --trigger real-time:5s"
             )
         if self.trigger.kind == "continuous" and kind == "webhook":
             raise ConfigError(

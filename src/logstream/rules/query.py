@@ -30,8 +30,21 @@ def alert_lines(spark: SparkSession, cfg: RulesConfig) -> DataFrame:
     Socket: Spark's ``socket`` source with ``includeTimestamp`` (the time Spark's reader got
     the line) and one partition, so the continuous trigger needs one core for it. Rate:
     :func:`logstream.sources.stream.rate_lines` (``generated_at``: when the rate source made
-    the row).
+    the row). Kafka: Spark's ``kafka`` source, one line a message (its value, UTF-8), from the
+    topic's earliest offsets at a first start (then from the checkpoint's); ``received_at``
+    is the message's timestamp, the time its producer sent it (``logstream replay --kafka``).
     """
+    if cfg.source == "kafka":
+        raw = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", cfg.kafka_bootstrap)
+            .option("subscribe", cfg.kafka_topic)
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+        return raw.select(
+            F.col("value").cast("string").alias("value"), F.col("timestamp").alias("received_at")
+        )
     if cfg.source == "socket":
         assert cfg.socket is not None
         from logstream.replay import parse_host_port
@@ -84,11 +97,13 @@ def start_alert_query(spark: SparkSession, cfg: RulesConfig) -> StreamingQuery:
     except LogFormatError as exc:
         raise ConfigError(f"--format {cfg.log_format!r}: {exc}") from None
     kind = cfg.sink_kind
-    if kind == "kafka":
+    if kind == "kafka" or cfg.source == "kafka":
         from logstream.sinks.kafka import check_kafka_sink
 
         check_kafka_sink(spark)
-    continuous = cfg.trigger.kind == "continuous"
+    # real-time mode's batches last its whole duration: current_timestamp() would be the
+    # batch's start, so the plan is the continuous trigger's (detected_at null)
+    continuous = cfg.trigger.kind in ("continuous", "real-time")
     alerts = alert_stream(alert_lines(spark, cfg), fmt, continuous=continuous)
     checkpoint = str(cfg.checkpoint or tempfile.mkdtemp(prefix="logstream-rules-"))
     as_json = F.to_json(
@@ -122,4 +137,4 @@ def start_alert_query(spark: SparkSession, cfg: RulesConfig) -> StreamingQuery:
             .option("topic", topic)
         )
     writer = writer.queryName("rule_alerts").option("checkpointLocation", checkpoint)
-    return cfg.trigger.apply(writer.outputMode("append")).start()
+    return cfg.trigger.apply(writer.outputMode("append")).start()  # real-time: update

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from logstream.analytics.panes import DIMENSION_VIEWS
+from logstream.connect import is_connect
 from logstream.errors import ReplayMismatchError
 from logstream.pipeline.checkpoint import check_replay, offset_entry
 from logstream.pipeline.ingest.commit import commit_batch
@@ -96,7 +97,7 @@ class IngestStage(StageContext):
         if checkpoint is not None:
             self._check_not_rolled_back(checkpoint, batch_id)
         self._spark = parsed.sparkSession  # the query's own session (see _adapt)
-        self.store_context = self._spark.sparkContext
+        self.store_context = None if is_connect(self._spark) else self._spark.sparkContext
         corrupt = self._corrupt_files(batch_id)
         if corrupt and self.strict:
             raise_if_corrupt(corrupt)  # before anything is written
