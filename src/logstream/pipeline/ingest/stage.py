@@ -109,7 +109,8 @@ class IngestStage(StageContext):
         cached = self._cached = []
         try:
             delivered = None
-            if driver_eligible(self):  # the live path: one Spark job, then the driver
+            if driver_eligible(self) and self._may_fit_driver(parsed, batch_id):
+                # the live path: one Spark job, then the driver
                 rows = batch_rows(self, parsed)
                 if rows is not None:
                     self.path = "driver"
@@ -157,6 +158,27 @@ class IngestStage(StageContext):
         check_replay(checkpoint, batch_id, pending, self.state.root / "pending")
         if pending is None and self.entry is not None:
             self.state.record_pending(batch_id, self.entry)
+
+    def _may_fit_driver(self, parsed: DataFrame, batch_id: int) -> bool:
+        """Whether micro-batch ``batch_id`` may have at most ``driver_rows`` lines. Its files
+        (a directory source) tell when it surely has fewer (under 100 bytes a line); past
+        that its lines are counted, a pass that reads but parses nothing, instead of the live
+        path's parse of up to ``driver_rows`` lines a partition that a backfill's micro-batch
+        would throw away (31 NASA days in one micro-batch, 2 cores: 10.8 s of executor
+        time)."""
+        if self.checkpoint is None:
+            return True
+        files = files_of_batch(self.checkpoint, batch_id) or []
+        size = 0
+        for name in files:
+            try:
+                size += Path(name).stat().st_size * (10 if name.endswith(".gz") else 1)
+            except OSError:
+                continue
+        if size <= self.settings.driver_rows * 100:
+            return True
+        with self._timed("parse"):
+            return parsed.count() <= self.settings.driver_rows
 
     def _corrupt_files(self, batch_id: int) -> dict[str, str]:
         if self.checkpoint is None:
