@@ -45,7 +45,7 @@ import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -550,16 +550,37 @@ def add_out_argument(parser: argparse.ArgumentParser, name: str) -> None:
     )  # fmt: skip
 
 
+def measured_on() -> dict[str, Any]:
+    """The code a figure is measured on: ``commit`` (the checkout's ``HEAD``), ``dirty``
+    (whether ``src/`` or ``bench/`` differ from it: the figure is then of no commit) and
+    ``at`` (the UTC time, ISO 8601). ``tests/test_figures.py`` holds every figure of the
+    README to a commit not older than the code it exercises."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip()
+
+    return {
+        "commit": git("rev-parse", "HEAD") or None,
+        "dirty": bool(git("status", "--porcelain", "--", "src", "bench/*.py")),
+        "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
 def write_result(
     result: dict[str, Any], out: Path, show: bool = True, run: str | None = None
 ) -> None:
-    """Write ``result`` as indented JSON to ``out`` and (``show``) print it.
+    """Write ``result`` as indented JSON to ``out`` and (``show``) print it, with the code it
+    was measured on (:func:`measured_on`, under ``measured``).
 
     With ``run``, ``out`` holds ``{"runs": {RUN: result, …}}``: the latest result of each run
     of the benchmark (``31d``, ``284d``, ``report-panels`` …), one file per benchmark; the
     other runs it holds are kept.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
+    result = {**result, "measured": measured_on()}
     document = result
     if run is not None:
         kept = json.loads(out.read_text()).get("runs", {}) if out.exists() else {}
