@@ -13,7 +13,8 @@ Exception tree::
     ├── LogFormatError     a log format that cannot be compiled or detected
     ├── StateError         logstream's own state cannot be used as it stands
     │   ├── StateCorruptError  an analytics snapshot damaged, truncated or missing
-    │   └── ReplayMismatchError  a delivered micro-batch replanned over other input
+    │   ├── ReplayMismatchError  a delivered micro-batch replanned over other input
+    │   └── StateInUseError    a state directory another run holds
     ├── RunFault           an I/O fault that stopped a run after it started (exit status 1)
     │   └── StoreUnavailableError  a serving store unreachable for longer than --store-retry
     └── StopRequested      a micro-batch started after its pipeline began to stop
@@ -32,6 +33,7 @@ __all__ = [
     "RunFault",
     "StateCorruptError",
     "StateError",
+    "StateInUseError",
     "StoreUnavailableError",
 ]
 
@@ -80,6 +82,12 @@ class ReplayMismatchError(StateError):
     """Raised when Spark replans a micro-batch that was already delivered over other input
     than it was delivered with (its offsets were rolled back by hand): delivering it as it
     is would lose or repeat lines."""
+
+
+class StateInUseError(StateError):
+    """Raised when a run's state directory is locked by another running process
+    (:mod:`logstream.pipeline.lock`): two runs on one checkpoint would overwrite each
+    other's micro-batches."""
 
 
 class RunFault(LogstreamError):
