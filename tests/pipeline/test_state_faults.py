@@ -1,6 +1,7 @@
 """Faults in the input and in logstream's own state are never silent: a line from the future
 never moves the watermark, a damaged snapshot refuses the start, and a checkpoint rolled back
-by hand is either replayed exactly or refused (issue #56, rows 2–4).
+by hand is either replayed exactly or refused, a deleted snapshot directory is replayed, and
+a run's totals count a replayed batch once.
 
 Each fault runs the first 12,000 lines of the NASA day in four files, one file a micro-batch,
 and is compared with the same run without the fault: every Parquet output and store table as
@@ -166,6 +167,38 @@ def test_a_rolled_back_newest_batch_is_replayed_exactly(spark, nasa_day, referen
     _second_half(nasa_day, tmp_path)
     _run(spark, tmp_path)  # restores offsets/1 as delivered, replays nothing twice
     assert _rows(spark, tmp_path) == reference
+
+
+def test_the_two_newest_batches_rolled_back_are_replayed_exactly(
+    spark, nasa_day, reference, tmp_path
+):
+    _first_half(nasa_day, tmp_path)
+    _run(spark, tmp_path)
+    checkpoint = tmp_path / "state" / "ingest"
+    for log in ("offsets", "commits"):  # Spark alone: "Previous batch 0 not found"
+        for batch in ("0", "1"):
+            (checkpoint / log / batch).unlink()
+            (checkpoint / log / f".{batch}.crc").unlink(missing_ok=True)
+    _second_half(nasa_day, tmp_path)
+    pipeline = _run(spark, tmp_path)  # both written back as delivered, both skipped
+    assert _rows(spark, tmp_path) == reference
+    assert pipeline.totals.events == 2 * PER_FILE  # the second half only: as the store
+
+
+def test_a_deleted_snapshot_directory_is_replayed_exactly_and_counted_once(
+    spark, nasa_day, reference, tmp_path
+):
+    _first_half(nasa_day, tmp_path)
+    _run(spark, tmp_path)
+    newest = max((tmp_path / "state" / "analytics").glob("batch_id=*"))
+    shutil.rmtree(newest)  # its Parquet and meta.json with it: nothing left to check
+    _second_half(nasa_day, tmp_path)
+    pipeline = _run(spark, tmp_path)  # batch 1 replayed from snapshot 0, its writes skipped
+    assert _rows(spark, tmp_path) == reference
+    assert (tmp_path / "state" / "ingest" / "commits" / "1.no-snapshot").exists()
+    # the done: line counts what this run added, as the store does (batch 1 was delivered)
+    t = pipeline.totals
+    assert (t.batches, t.events) == (FILES - 2, 2 * PER_FILE)
 
 
 def test_a_delivered_batch_planned_over_other_input_is_refused(spark, nasa_day, tmp_path):

@@ -48,7 +48,7 @@ from logstream.monitoring import ProgressListener
 from logstream.parsing import REASON_COLUMN, CompiledFormat, events, parse, resolve_format
 from logstream.parsing.detect import written_offset
 from logstream.parsing.sites import with_site_from_path
-from logstream.pipeline.checkpoint import restore_newest
+from logstream.pipeline.checkpoint import recover_missing_snapshot, restore_offsets
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.identity import claim
 from logstream.pipeline.ingest import (
@@ -342,9 +342,13 @@ class Pipeline:
         ):
             ensure_schema(self.spark, self.cfg.output_dir / sub, schema, self.cfg.output_format)
         checkpoint = self._checkpoint_path(INGEST_QUERY)
-        restored = restore_newest(checkpoint, self.ingest.state.recorded_offsets())
-        if restored is not None:
-            log.warning("%s", restored)
+        state = self.ingest.state
+        for repaired in (
+            restore_offsets(checkpoint, state.recorded_offsets()),
+            recover_missing_snapshot(checkpoint, state.newest_id(), state.snapshot_dir),
+        ):
+            if repaired is not None:
+                log.warning("%s", repaired)
         lines = stream_lines(self.spark, self.cfg)
         if self.cfg.dedup:
             lines = drop_duplicate_lines(lines, self.cfg.dedup_window)
