@@ -23,7 +23,16 @@ from logstream.schema import EVENT_COLUMNS
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["MAX_FUTURE_S", "REASON_COLUMN", "events", "fenced", "parse", "quarantine"]
+__all__ = [
+    "LONG_LINE_KEPT",
+    "MAX_FUTURE_S",
+    "MAX_LINE_BYTES",
+    "REASON_COLUMN",
+    "events",
+    "fenced",
+    "parse",
+    "quarantine",
+]
 
 #: Column of :func:`parse`'s output naming why a line is quarantined (null when parsed).
 REASON_COLUMN = "quarantine_reason"
@@ -31,6 +40,14 @@ REASON_COLUMN = "quarantine_reason"
 #: ``future_event_time`` (seconds; ``logstream run --max-future``): a day, as Apache Druid's
 #: ``earlyMessageRejectionPeriod`` is commonly set, which no clock skew or time zone reaches.
 MAX_FUTURE_S = 86_400.0
+#: A line longer than this many bytes is quarantined as ``line_too_long`` before the format's
+#: regular expression sees it (``--max-line-bytes``): a request line is bounded by Apache's
+#: ``LimitRequestLine`` (8,190 bytes) and nginx's ``large_client_header_buffers`` (8 KiB), a
+#: whole log line with its referrer and user agent by a few of them, and one line of many
+#: megabytes (a runaway writer, a binary file) held a micro-batch for minutes in the regex.
+MAX_LINE_BYTES = 64 * 1024
+#: Characters of a ``line_too_long`` line the quarantine keeps (its start).
+LONG_LINE_KEPT = 1024
 
 _SEP = "\x01"
 #: NUL: no log format emits it, and PostgreSQL's text cannot hold it (a line with one is
@@ -87,7 +104,10 @@ def _two_digit_year(pattern: str | None) -> bool:
 
 
 def parse(
-    lines: DataFrame, fmt: CompiledFormat, max_future_s: float | None = MAX_FUTURE_S
+    lines: DataFrame,
+    fmt: CompiledFormat,
+    max_future_s: float | None = MAX_FUTURE_S,
+    max_line_bytes: int | None = MAX_LINE_BYTES,
 ) -> DataFrame:
     """Parse raw lines into events and quarantine candidates in one pass.
 
@@ -105,6 +125,10 @@ def parse(
         ``current_timestamp()``: in a streaming query the micro-batch's own timestamp, which
         its offset log records, so a replay decides the same way. None: no such rule (the
         continuous trigger refuses ``current_timestamp()``).
+    max_line_bytes : int, optional
+        A line of more bytes is quarantined as ``line_too_long`` with its first
+        :data:`LONG_LINE_KEPT` characters, and the format never reads it (one ``octet_length``
+        per line, which UTF-8 strings know without a scan). None: no bound.
 
     Returns
     -------
@@ -122,17 +146,30 @@ def parse(
     value = F.col("value")
     if fmt.header is not None:  # a file's header line is not a log line
         lines = lines.where(~value.startswith(fmt.header))
+    too_long = F.lit(False)
+    if max_line_bytes is not None:  # the format reads an empty text instead, the quarantine
+        too_long = F.octet_length(value) > F.lit(max_line_bytes)  # the line's start
+        lines = lines.select(
+            F.when(too_long, F.lit("")).otherwise(value).alias("value"),
+            F.when(too_long, F.substring(value, 1, LONG_LINE_KEPT)).otherwise(value).alias("_raw"),
+            too_long.alias("_too_long"),
+            F.col("source_file"),
+        )
+        value, raw, too_long = F.col("value"), F.col("_raw"), F.col("_too_long")
+    else:
+        raw = value
     if fmt.is_json:
-        staged, group = _json_fields(lines, fmt)
+        staged, group = _json_fields(lines, fmt, raw, too_long)
     else:
         replacement = "".join(f"{_SEP}${i}" for i in range(1, len(fmt.fields) + 1))
         rewritten = F.regexp_replace(value, F.lit(fmt.regex), F.lit(replacement))
         matched = rewritten.startswith(_SEP) & ~value.contains(_SEP)
         staged = lines.select(
-            value.alias("raw_line"),
+            raw.alias("raw_line"),
             F.col("source_file"),
             matched.alias("_matched"),
             F.split(rewritten, _SEP).alias("_f"),
+            too_long.alias("_too_long"),
         )
         group = {name: F.get(F.col("_f"), i + 1) for i, name in enumerate(fmt.fields)}
 
@@ -177,9 +214,11 @@ def parse(
         F.col("source_file"),
         F.col("raw_line"),
         F.col("_matched"),
+        F.col("_too_long"),
     )
     reason = (
-        F.when(F.trim(F.col("raw_line")) == "", F.lit("empty_line"))
+        F.when(F.col("_too_long"), F.lit("line_too_long"))
+        .when(F.trim(F.col("raw_line")) == "", F.lit("empty_line"))
         .when(_has_control_character(F.col("raw_line")), F.lit("control_character"))
         .when(~F.col("_matched"), F.lit("format_mismatch"))
         .when(F.col("event_time").isNull(), F.lit("bad_timestamp"))
@@ -203,7 +242,9 @@ def _in_the_future(max_future_s: float) -> Column:
     return ahead > F.lit(int(max_future_s * 1_000_000))
 
 
-def _json_fields(lines: DataFrame, fmt: CompiledFormat) -> tuple[DataFrame, dict[str, Column]]:
+def _json_fields(
+    lines: DataFrame, fmt: CompiledFormat, raw: Column, too_long: Column
+) -> tuple[DataFrame, dict[str, Column]]:
     """Stage JSON-lines input: one ``from_json`` per line (every mapped key read as text, so
     ``200`` and ``"200"`` both parse), a request line split by :data:`REQUEST_REGEX` (one
     ``regexp_replace`` + ``split``, as for text lines). A line that is not a JSON object does
@@ -219,11 +260,13 @@ def _json_fields(lines: DataFrame, fmt: CompiledFormat) -> tuple[DataFrame, dict
     obj = F.from_json(
         F.col("value"), schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
     )
-    value = F.col("value")
-    staged = lines.select(value.alias("raw_line"), F.col("source_file"), obj.alias("_j")).select(
+    staged = lines.select(
+        raw.alias("raw_line"), F.col("source_file"), obj.alias("_j"), too_long.alias("_too_long")
+    ).select(
         "raw_line",
         "source_file",
         "_j",
+        "_too_long",
         (
             F.col("_j").isNotNull()
             & F.col(f"_j.{_CORRUPT}").isNull()

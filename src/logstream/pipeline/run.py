@@ -352,7 +352,7 @@ class Pipeline:
         lines = stream_lines(self.spark, self.cfg)
         if self.cfg.dedup:
             lines = drop_duplicate_lines(lines, self.cfg.dedup_window)
-        parsed = parse(lines, self.fmt, self.cfg.max_future_seconds)
+        parsed = parse(lines, self.fmt, self.cfg.max_future_seconds, self.cfg.max_line_bytes)
         parsed = marked_filtered(with_site_from_path(parsed, self.cfg.vhost_from_path), self.filter)
         writer = (
             parsed.writeStream.queryName(INGEST_QUERY)

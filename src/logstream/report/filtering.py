@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from logstream.comparison import COMPARE_DEPTH, compare_reports, truncated
 from logstream.filters import EventFilter
 from logstream.parsing import REASON_COLUMN, CompiledFormat, fenced, parse
+from logstream.parsing.parser import MAX_LINE_BYTES
 from logstream.parsing.sites import with_site_from_path
 from logstream.report.batch import build_report
 
@@ -86,6 +87,8 @@ class Filtering:
     previous: EventFilter | None
     site_pattern: str | None
     threshold: float
+    #: Lines longer than this are quarantined as ``line_too_long`` (:func:`parse`).
+    max_line_bytes: int | None = MAX_LINE_BYTES
 
 
 def filtered_report(
@@ -101,13 +104,16 @@ def filtered_report(
     there is one; ``general`` says which filter made it and how many lines it left out."""
     f = filtering
     depth = max(top, COMPARE_DEPTH) if f.previous is not None else top
-    rows = filtered_rows(parse(lines, fmt), f.current, f.site_pattern)
+    rows = filtered_rows(
+        parse(lines, fmt, max_line_bytes=f.max_line_bytes), f.current, f.site_pattern
+    )
     report = build_report(rows.rows, top=depth, **options, **extra)
     report["general"]["filter"] = f.current.describe()
     report["general"]["filtered_out"] = rows.left_out()
     if f.previous is None:
         return report
-    before = filtered_rows(parse(lines, fmt), f.previous, f.site_pattern).rows
+    parsed = parse(lines, fmt, max_line_bytes=f.max_line_bytes)
+    before = filtered_rows(parsed, f.previous, f.site_pattern).rows
     earlier = build_report(before, top=depth, **options)
     report = _compared(report, earlier, f.previous, top, depth, f.threshold)
     report["comparison"]["ranges"]["current"] = f.current.describe()
