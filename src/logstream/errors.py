@@ -16,7 +16,8 @@ Exception tree::
     │   ├── ReplayMismatchError  a delivered micro-batch replanned over other input
     │   └── StateInUseError    a state directory another run holds
     ├── RunFault           an I/O fault that stopped a run after it started (exit status 1)
-    │   └── StoreUnavailableError  a serving store unreachable for longer than --store-retry
+    │   ├── StoreUnavailableError  a serving store unreachable for longer than --store-retry
+    │   └── KafkaUnavailableError  a Kafka broker unreachable for longer than --kafka-retry
     └── StopRequested      a micro-batch started after its pipeline began to stop
                            (logstream.sinks.gate; never reaches a user)
 """
@@ -27,6 +28,7 @@ __all__ = [
     "ConfigError",
     "CorruptInputError",
     "InputPathError",
+    "KafkaUnavailableError",
     "LogFormatError",
     "LogstreamError",
     "ReplayMismatchError",
@@ -105,3 +107,9 @@ class StoreUnavailableError(RunFault):
     """Raised when the serving store cannot be reached (PostgreSQL down, restarting, out of
     connections) for longer than the pipeline's ``--store-retry``; each write retried with
     backoff until then (:meth:`logstream.serving.ServingStore.retry`)."""
+
+
+class KafkaUnavailableError(RunFault):
+    """Raised when the Kafka source's brokers cannot be reached for longer than the pipeline's
+    ``--kafka-retry``, with a warning while the run waits
+    (:class:`logstream.sources.kafka.BrokerWatch`)."""

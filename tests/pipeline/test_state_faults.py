@@ -9,7 +9,9 @@ multisets of rows."""
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import shutil
 from collections import Counter
 from dataclasses import replace
@@ -106,6 +108,39 @@ def test_a_line_from_the_future_is_quarantined_and_moves_no_watermark(
     want_counters = dict(want_store["counters"].keys())
     assert counters == {**want_counters, "quarantined": 1}
     assert counters["events"] == PER_FILE * FILES and counters["late_events"] == 0
+
+
+def test_a_clock_days_ahead_among_a_files_lines_is_held_apart_and_named_once(
+    spark, nasa_day, reference, tmp_path, caplog
+):
+    lines = _lines(nasa_day)
+    second = lines[PER_FILE : 2 * PER_FILE]
+    rnd = random.Random(3)
+    skewed = [rnd.choice(second).replace("09/Jul/1995", "12/Jul/1995") for _ in range(100)]
+    for line in skewed:  # mixed into the second file (a micro-batch), between its lines
+        second.insert(rnd.randrange(len(second) + 1), line)
+    write_chunks(lines[:PER_FILE], tmp_path / "in", PER_FILE)
+    write_chunks(second, tmp_path / "in-2", len(second), start_mtime=1_000_000 + PER_FILE)
+    write_chunks(lines[2 * PER_FILE :], tmp_path / "in-3", PER_FILE, 1_000_000 + 2 * PER_FILE)
+    for i, d in enumerate(("in-2", "in-3")):
+        for path in sorted((tmp_path / d).iterdir()):
+            path.rename(tmp_path / "in" / f"{i}-{path.name}")
+    with caplog.at_level(logging.WARNING, logger="logstream"):
+        _run(spark, tmp_path)
+    outputs, store = _rows(spark, tmp_path)
+    want_outputs, want_store = reference
+    assert outputs == want_outputs  # every real event on time, in its window, as without them
+    quarantined = _quarantine(spark, tmp_path)
+    assert sorted(q[0] for q in quarantined) == sorted(skewed)
+    assert {(q[1], "a clock set wrong" in q[2]) for q in quarantined} == {
+        ("future_event_time", True)
+    }
+    want = {k: v for k, v in want_store.items() if k not in ("counters", "ledger")}
+    assert {k: v for k, v in store.items() if k not in ("counters", "ledger")} == want
+    counters = dict(store["counters"].keys())
+    assert counters == {**dict(want_store["counters"].keys()), "quarantined": 100}
+    said = [r.getMessage() for r in caplog.records if "clock set wrong" in r.getMessage()]
+    assert len(said) == 1 and "100 events are at least" in said[0] and "0-chunk-0000" in said[0]
 
 
 def _first_half(nasa_day, tmp: Path) -> None:

@@ -62,7 +62,7 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "With --kafka: messages per micro-batch.",
     ),
     "kafka_retry": (
-        "60 seconds",
+        "2 minutes",
         "Wait for a down Kafka broker.",
     ),
     "kafka_topic": (

@@ -144,8 +144,8 @@ class PipelineConfig(BaseModel):
         Go on without unread messages of the topic that were deleted (retention), counted;
         False (default, Spark's ``failOnDataLoss``): stop the run with their count.
     kafka_retry : str
-        How long the run waits for a Kafka broker that cannot be reached (default ``60
-        seconds``), with a warning while it waits; then it stops with one line naming the
+        How long the run waits for a Kafka broker that cannot be reached (default ``2
+        minutes``), with a warning while it waits; then it stops with one line naming the
         broker (:class:`~logstream.errors.KafkaUnavailableError`, exit status 1).
     rate : int, optional
         Lines per second of ``source="rate"``.
@@ -293,7 +293,7 @@ class PipelineConfig(BaseModel):
         description="With --kafka: skip unread messages retention deleted.",
     )
     kafka_retry: str = Field(
-        default="60 seconds",
+        default="2 minutes",
         description="Wait for a down Kafka broker.",
     )
     rate: int | None = Field(

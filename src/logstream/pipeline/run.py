@@ -71,7 +71,7 @@ from logstream.sinks import ensure_schema
 from logstream.sinks.gate import StopGate, is_stop_requested
 from logstream.sinks.route import OutputPublisher, check_sinks, parse_sink
 from logstream.sources import drop_duplicate_lines, stream_lines
-from logstream.sources.kafka import data_loss_error
+from logstream.sources.kafka import BrokerWatch, data_loss_error, unavailable_error
 
 __all__ = ["Pipeline", "detect_file_format", "detect_stream_format", "marked_filtered"]
 
@@ -84,6 +84,8 @@ _RAISED = re.compile(r"^logstream\.[\w.]+\.(\w+): (.+)$", re.MULTILINE)
 #: Seconds a stop waits, after the last micro-batch was delivered, for Spark to report its
 #: progress before the queries are stopped.
 PROGRESS_WAIT_S = 10.0
+#: Seconds a stop for brokers gone past ``--kafka-retry`` waits for the running micro-batch.
+KAFKA_STOP_GRACE_S = 5.0
 
 
 def _logstream_error(error: BaseException) -> LogstreamError | None:
@@ -397,7 +399,20 @@ class Pipeline:
             self.start_console()
         else:
             self.start_ingest()
-        self._wait_all()
+        if self.cfg.source != "kafka":
+            self._wait_all()
+            return
+        assert self.cfg.kafka_bootstrap is not None
+        # brokers gone for longer than --kafka-retry stop the run, with one line
+        watch = BrokerWatch(
+            self.cfg.kafka_bootstrap, self.cfg.kafka_retry_seconds, lambda _: self.request_stop()
+        )
+        with watch:
+            self._wait_all()
+        if watch.failure is not None:
+            # a micro-batch waiting for the brokers is not waited for: the next start replays it
+            self.stop(grace_s=KAFKA_STOP_GRACE_S)
+            raise watch.failure
 
     def _await(self, query: StreamingQuery) -> None:
         while not self.stop_requested.is_set():
@@ -418,7 +433,11 @@ class Pipeline:
             if error is not None and not is_stop_requested(error):
                 self.raised.add(query.name)  # reported by the caller, not again by stop()
                 self.stop()
-                raised = _logstream_error(error) or data_loss_error(self.cfg, error)
+                raised = (
+                    _logstream_error(error)
+                    or data_loss_error(self.cfg, error)
+                    or unavailable_error(self.cfg, error)
+                )
                 if raised is not None:
                     raise raised from error  # its cause: Spark's text, for the run's log
                 raise error
