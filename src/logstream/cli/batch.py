@@ -281,10 +281,8 @@ def batch(
             on_step=progress.step,
         )
         if heavy_hitters or returning:
-            rows = filtered_rows(
-                parse(lines, fmt, max_line_bytes=max_line_bytes), flt, site_pattern
-            )
-            rows = rows.rows
+            parsed = parse(lines, fmt, max_line_bytes=max_line_bytes)
+            rows = filtered_rows(parsed, flt, site_pattern).rows
             report.update(_extras(rows, fmt.fields, top, heavy_hitters, returning, progress.step))
     checking.shutdown()
     report["general"]["skipped_files"] = skipped

@@ -146,18 +146,7 @@ def parse(
     value = F.col("value")
     if fmt.header is not None:  # a file's header line is not a log line
         lines = lines.where(~value.startswith(fmt.header))
-    too_long = F.lit(False)
-    if max_line_bytes is not None:  # the format reads an empty text instead, the quarantine
-        too_long = F.octet_length(value) > F.lit(max_line_bytes)  # the line's start
-        lines = lines.select(
-            F.when(too_long, F.lit("")).otherwise(value).alias("value"),
-            F.when(too_long, F.substring(value, 1, LONG_LINE_KEPT)).otherwise(value).alias("_raw"),
-            too_long.alias("_too_long"),
-            F.col("source_file"),
-        )
-        value, raw, too_long = F.col("value"), F.col("_raw"), F.col("_too_long")
-    else:
-        raw = value
+    lines, raw, too_long = _bounded(lines, max_line_bytes)
     if fmt.is_json:
         staged, group = _json_fields(lines, fmt, raw, too_long)
     else:
@@ -228,6 +217,24 @@ def parse(
     if max_future_s is not None:
         reason = reason.when(_in_the_future(max_future_s), F.lit("future_event_time"))
     return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN))
+
+
+def _bounded(lines: DataFrame, max_line_bytes: int | None) -> tuple[DataFrame, Column, Column]:
+    """``lines`` whose ``value`` is empty where the line has more than ``max_line_bytes``
+    bytes (the format never reads it), the raw text the quarantine keeps (its first
+    :data:`LONG_LINE_KEPT` characters) and the condition of such a line; ``lines`` as they
+    are without a bound."""
+    value = F.col("value")
+    if max_line_bytes is None:
+        return lines, value, F.lit(False)
+    too_long = F.octet_length(value) > F.lit(max_line_bytes)  # UTF-8 knows its bytes: no scan
+    bounded = lines.select(
+        F.when(too_long, F.lit("")).otherwise(value).alias("value"),
+        F.when(too_long, F.substring(value, 1, LONG_LINE_KEPT)).otherwise(value).alias("_raw"),
+        too_long.alias("_too_long"),
+        F.col("source_file"),
+    )
+    return bounded, F.col("_raw"), F.col("_too_long")
 
 
 def _in_the_future(max_future_s: float) -> Column:

@@ -144,9 +144,8 @@ class PipelineConfig(BaseModel):
         Go on without unread messages of the topic that were deleted (retention), counted;
         False (default, Spark's ``failOnDataLoss``): stop the run with their count.
     kafka_retry : str
-        How long the run waits for a Kafka broker that cannot be reached (default ``2
-        minutes``), with a warning while it waits; then it stops with one line naming the
-        broker (:class:`~logstream.errors.KafkaUnavailableError`, exit status 1).
+        How long the run waits, warning, for Kafka brokers it cannot reach (default ``2
+        minutes``); then it stops (:class:`~logstream.errors.KafkaUnavailableError`).
     rate : int, optional
         Lines per second of ``source="rate"``.
     rate_sample : Path, optional
@@ -171,8 +170,7 @@ class PipelineConfig(BaseModel):
         Event-time delay after which a window is final and an older event is late
         (default ``10 minutes``).
     max_line_bytes : int
-        A line longer than this many bytes is quarantined as ``line_too_long`` with its start,
-        before the format reads it (default 64 KiB; :data:`logstream.parsing.MAX_LINE_BYTES`).
+        Longer lines are quarantined as ``line_too_long`` (:func:`logstream.parsing.parse`).
     max_future : str
         A line whose time is further ahead of the clock than this is quarantined as
         ``future_event_time`` (default ``1 day``): one line from 2099 must never move the
@@ -292,10 +290,7 @@ class PipelineConfig(BaseModel):
         default=False,
         description="With --kafka: skip unread messages retention deleted.",
     )
-    kafka_retry: str = Field(
-        default="2 minutes",
-        description="Wait for a down Kafka broker.",
-    )
+    kafka_retry: str = Field(default="2 minutes", description="Wait for a down Kafka broker.")
     rate: int | None = Field(
         default=None,
         ge=1,
@@ -321,10 +316,7 @@ class PipelineConfig(BaseModel):
         description="Event time ahead of the clock beyond which a line is quarantined.",
     )
     max_line_bytes: int = Field(
-        default=64 * 1024,
-        ge=1024,
-        le=16 * 1024 * 1024,
-        description="Quarantine longer lines.",
+        default=65_536, ge=1024, le=16_777_216, description="Quarantine longer lines."
     )
     traffic_window: str = Field(default="1 minute", description="Window of traffic and visitors.")
     trending_window: str = Field(
@@ -687,11 +679,6 @@ class PipelineConfig(BaseModel):
     def store_retry_seconds(self) -> float:
         """:attr:`store_retry` in seconds."""
         return interval_seconds(self.store_retry)
-
-    @property
-    def kafka_retry_seconds(self) -> float:
-        """:attr:`kafka_retry` in seconds."""
-        return interval_seconds(self.kafka_retry)
 
     @property
     def watermark_seconds(self) -> float:

@@ -405,7 +405,9 @@ class Pipeline:
         assert self.cfg.kafka_bootstrap is not None
         # brokers gone for longer than --kafka-retry stop the run, with one line
         watch = BrokerWatch(
-            self.cfg.kafka_bootstrap, self.cfg.kafka_retry_seconds, lambda _: self.request_stop()
+            self.cfg.kafka_bootstrap,
+            interval_seconds(self.cfg.kafka_retry),
+            lambda _: self.request_stop(),
         )
         with watch:
             self._wait_all()

@@ -305,7 +305,7 @@ def kafka_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
         reader = reader.option("maxOffsetsPerTrigger", cfg.kafka_max_offsets_per_trigger)
     # Spark's requests to the brokers wait past --kafka-retry, so the run's own bound (and
     # message) comes first: the consumer's and admin's calls, and a task's fetch of records
-    wait_ms = int(cfg.kafka_retry_seconds * 1000) + SPARK_WAIT_MARGIN_MS
+    wait_ms = int(_retry_s(cfg) * 1000) + SPARK_WAIT_MARGIN_MS
     reader = reader.option("kafka.default.api.timeout.ms", max(60_000, wait_ms))
     reader = reader.option("kafkaConsumer.pollTimeoutMs", max(120_000, wait_ms))
     return reader.load().select(
@@ -343,7 +343,14 @@ def unavailable_error(cfg: PipelineConfig, error: BaseException) -> KafkaUnavail
         return None
     assert cfg.kafka_bootstrap is not None
     line = next((t for t in str(error).splitlines() if match.group(0) in t), match.group(0))
-    return _unavailable(cfg.kafka_bootstrap, cfg.kafka_retry_seconds, line.strip()[:200])
+    return _unavailable(cfg.kafka_bootstrap, _retry_s(cfg), line.strip()[:200])
+
+
+def _retry_s(cfg: PipelineConfig) -> float:
+    """``--kafka-retry`` in seconds."""
+    from logstream.pipeline.config import interval_seconds
+
+    return interval_seconds(cfg.kafka_retry)
 
 
 class BrokerWatch:
