@@ -202,7 +202,7 @@ def start(
             os.killpg(proc.pid, signal.SIGKILL)
             status = proc.wait()
         if watcher is not None:
-            watcher.join(120)
+            watcher.join(START_TIMEOUT_S)  # a broker or server started again by it
         err.seek(0)
         lines = [line.rstrip("\n") for line in err if line.strip()]
     return Start(status, round(time.monotonic() - t0, 1), lines)
@@ -650,8 +650,8 @@ def _second_run(fault: Fault, run: Run, ref: Run) -> FaultResult:
 def _batch_report(*options: str, long_line: bool = False) -> Callable[..., FaultResult]:
     """``logstream batch`` on the day's files with ``options``; exact when the report counts
     what it should: ``--grep``/``--filter`` keeping no line, 0 requests with ``filtered_out``
-    the lines read; with a 50 MB line added, every other line a request and that one
-    quarantined."""
+    the lines read; with a 50 MB line added, every other line a valid request and that one
+    a failed one (quarantined)."""
 
     def drill(fault: Fault, run: Run, ref: Run) -> FaultResult:
         result = FaultResult(fault.name, fault.row, fault.what, fault.expect)
@@ -671,7 +671,7 @@ def _batch_report(*options: str, long_line: bool = False) -> Callable[..., Fault
             result.outcome = f"no report (exit {said.exit_status})"
             return result
         got = (general["total_requests"], general["failed_requests"], general["filtered_out"])
-        want = (lines, 1, None) if long_line else (0, 0, lines)
+        want = (lines + 1, 1, None) if long_line else (0, 0, lines)  # total = valid + failed
         result.quarantined = general["failed_requests"]
         if got == want:
             result.outcome = "exact"
@@ -1020,7 +1020,12 @@ def table(report: dict[str, Any]) -> str:
         said = f["faulted"]
         diffs = f["differences"]
         lost = (
-            "; ".join(f"{part} −{lost:,} +{doubled:,}" for part, (doubled, lost) in diffs.items())
+            "; ".join(
+                f"{part} −{d[1]:,} +{d[0]:,}"
+                if isinstance(d[0], int)
+                else f"{part} {d[0]} ≠ {d[1]}"
+                for part, d in diffs.items()
+            )
             if diffs
             else "0 / 0"
         )
