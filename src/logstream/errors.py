@@ -13,9 +13,11 @@ Exception tree::
     ├── LogFormatError     a log format that cannot be compiled or detected
     ├── StateError         logstream's own state cannot be used as it stands
     │   ├── StateCorruptError  an analytics snapshot damaged, truncated or missing
-    │   └── ReplayMismatchError  a delivered micro-batch replanned over other input
+    │   ├── ReplayMismatchError  a delivered micro-batch replanned over other input
+    │   └── StateInUseError    a state directory another run holds
     ├── RunFault           an I/O fault that stopped a run after it started (exit status 1)
-    │   └── StoreUnavailableError  a serving store unreachable for longer than --store-retry
+    │   ├── StoreUnavailableError  a serving store unreachable for longer than --store-retry
+    │   └── KafkaUnavailableError  a Kafka broker unreachable for longer than --kafka-retry
     └── StopRequested      a micro-batch started after its pipeline began to stop
                            (logstream.sinks.gate; never reaches a user)
 """
@@ -26,12 +28,14 @@ __all__ = [
     "ConfigError",
     "CorruptInputError",
     "InputPathError",
+    "KafkaUnavailableError",
     "LogFormatError",
     "LogstreamError",
     "ReplayMismatchError",
     "RunFault",
     "StateCorruptError",
     "StateError",
+    "StateInUseError",
     "StoreUnavailableError",
 ]
 
@@ -82,6 +86,12 @@ class ReplayMismatchError(StateError):
     is would lose or repeat lines."""
 
 
+class StateInUseError(StateError):
+    """Raised when a run's state directory is locked by another running process
+    (:mod:`logstream.pipeline.lock`): two runs on one checkpoint would overwrite each
+    other's micro-batches."""
+
+
 class RunFault(LogstreamError):
     """Raised when an I/O fault stops a run that had started: a disk full, a directory turned
     read-only, a file missing or corrupt, a store down (:mod:`logstream.cli.faults`).
@@ -97,3 +107,9 @@ class StoreUnavailableError(RunFault):
     """Raised when the serving store cannot be reached (PostgreSQL down, restarting, out of
     connections) for longer than the pipeline's ``--store-retry``; each write retried with
     backoff until then (:meth:`logstream.serving.ServingStore.retry`)."""
+
+
+class KafkaUnavailableError(RunFault):
+    """Raised when the Kafka source's brokers cannot be reached for longer than the pipeline's
+    ``--kafka-retry``, with a warning while the run waits
+    (:class:`logstream.sources.kafka.BrokerWatch`)."""

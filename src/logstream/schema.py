@@ -83,6 +83,8 @@ QUARANTINE_SCHEMA = StructType(
 
 #: Why a line is quarantined. The parser picks the first that applies, in this order.
 QUARANTINE_REASONS: dict[str, str] = {
+    "line_too_long": "the line is longer than --max-line-bytes (default 64 KiB): its first "
+    "1,024 characters are kept, and the format never reads it",
     "empty_line": "the line is empty or blank",
     "control_character": "the line holds a NUL or U+0001 control character, which no log "
     "format emits (and PostgreSQL's text cannot hold NUL)",

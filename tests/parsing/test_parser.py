@@ -11,6 +11,7 @@ from tests import oracle
 from tests.conftest import OPENDAP, data_file
 
 from logstream.parsing import compile_format, events, parse, quarantine
+from logstream.parsing.parser import LONG_LINE_KEPT, MAX_LINE_BYTES
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_REASONS, QUARANTINE_SCHEMA
 from logstream.sources import read_lines
 
@@ -174,12 +175,30 @@ def test_huge_fields_parse_without_failing_the_job(spark):
     frame = spark.createDataFrame(
         [(line, "mem") for line in lines], "value string, source_file string"
     )
-    parsed = parse(frame, compile_format("combined"))
+    parsed = parse(frame, compile_format("combined"), max_line_bytes=None)  # no bound here
     rows = {r.client_host: r for r in events(parsed).collect()}
     assert rows["h1"].url_path == long_path and rows["h1"].user_agent.startswith("Mozilla/5.0 x")
     assert rows["h1"].protocol == "HTTP/1.0"
     assert rows["h2"].url_path == "/x" and rows["h2"].protocol is None  # too many skipped words
     assert rows["h3"].method is None and rows["h3"].status == 400
+
+
+def test_a_line_longer_than_the_bound_is_quarantined_with_its_start(spark):
+    line = 'h{} - - [09/Jul/1995:00:00:00 -0400] "GET /{} HTTP/1.0" 200 5'
+    at_bound = line.format(1, "")
+    at_bound = line.format(1, "a" * (MAX_LINE_BYTES - len(at_bound)))  # 65,536 bytes: parsed
+    multibyte = line.format(2, "é" * (MAX_LINE_BYTES // 2))  # 32,768 characters, 65,580 bytes
+    huge = line.format(3, "b" * 3_000_000)
+    frame = spark.createDataFrame(
+        [(v, "mem") for v in (at_bound, multibyte, huge)], "value string, source_file string"
+    )
+    rows = parse(frame, compile_format("common")).collect()
+    assert len(at_bound.encode()) == MAX_LINE_BYTES
+    assert [r.quarantine_reason for r in rows] == [None, "line_too_long", "line_too_long"]
+    assert rows[0].url_path == "/" + "a" * (MAX_LINE_BYTES - len(line.format(1, "")))
+    assert rows[1].raw_line == multibyte[:LONG_LINE_KEPT]  # characters, not bytes
+    assert rows[2].raw_line == huge[:LONG_LINE_KEPT] and rows[2].event_time is None
+    assert rows[2].source_file == "mem"
 
 
 def _rewrites_per_line(frame) -> int:

@@ -1,6 +1,7 @@
 """Faults in the input and in logstream's own state are never silent: a line from the future
 never moves the watermark, a damaged snapshot refuses the start, and a checkpoint rolled back
-by hand is either replayed exactly or refused (issue #56, rows 2–4).
+by hand is either replayed exactly or refused, a deleted snapshot directory is replayed, and
+a run's totals count a replayed batch once.
 
 Each fault runs the first 12,000 lines of the NASA day in four files, one file a micro-batch,
 and is compared with the same run without the fault: every Parquet output and store table as
@@ -8,7 +9,9 @@ multisets of rows."""
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import shutil
 from collections import Counter
 from dataclasses import replace
@@ -107,6 +110,39 @@ def test_a_line_from_the_future_is_quarantined_and_moves_no_watermark(
     assert counters["events"] == PER_FILE * FILES and counters["late_events"] == 0
 
 
+def test_a_clock_days_ahead_among_a_files_lines_is_held_apart_and_named_once(
+    spark, nasa_day, reference, tmp_path, caplog
+):
+    lines = _lines(nasa_day)
+    second = lines[PER_FILE : 2 * PER_FILE]
+    rnd = random.Random(3)
+    skewed = [rnd.choice(second).replace("09/Jul/1995", "12/Jul/1995") for _ in range(100)]
+    for line in skewed:  # mixed into the second file (a micro-batch), between its lines
+        second.insert(rnd.randrange(len(second) + 1), line)
+    write_chunks(lines[:PER_FILE], tmp_path / "in", PER_FILE)
+    write_chunks(second, tmp_path / "in-2", len(second), start_mtime=1_000_000 + PER_FILE)
+    write_chunks(lines[2 * PER_FILE :], tmp_path / "in-3", PER_FILE, 1_000_000 + 2 * PER_FILE)
+    for i, d in enumerate(("in-2", "in-3")):
+        for path in sorted((tmp_path / d).iterdir()):
+            path.rename(tmp_path / "in" / f"{i}-{path.name}")
+    with caplog.at_level(logging.WARNING, logger="logstream"):
+        _run(spark, tmp_path)
+    outputs, store = _rows(spark, tmp_path)
+    want_outputs, want_store = reference
+    assert outputs == want_outputs  # every real event on time, in its window, as without them
+    quarantined = _quarantine(spark, tmp_path)
+    assert sorted(q[0] for q in quarantined) == sorted(skewed)
+    assert {(q[1], "a clock set wrong" in q[2]) for q in quarantined} == {
+        ("future_event_time", True)
+    }
+    want = {k: v for k, v in want_store.items() if k not in ("counters", "ledger")}
+    assert {k: v for k, v in store.items() if k not in ("counters", "ledger")} == want
+    counters = dict(store["counters"].keys())
+    assert counters == {**dict(want_store["counters"].keys()), "quarantined": 100}
+    said = [r.getMessage() for r in caplog.records if "clock set wrong" in r.getMessage()]
+    assert len(said) == 1 and "100 events are at least" in said[0] and "0-chunk-0000" in said[0]
+
+
 def _first_half(nasa_day, tmp: Path) -> None:
     write_chunks(_lines(nasa_day)[: 2 * PER_FILE], tmp / "in", PER_FILE)
 
@@ -166,6 +202,38 @@ def test_a_rolled_back_newest_batch_is_replayed_exactly(spark, nasa_day, referen
     _second_half(nasa_day, tmp_path)
     _run(spark, tmp_path)  # restores offsets/1 as delivered, replays nothing twice
     assert _rows(spark, tmp_path) == reference
+
+
+def test_the_two_newest_batches_rolled_back_are_replayed_exactly(
+    spark, nasa_day, reference, tmp_path
+):
+    _first_half(nasa_day, tmp_path)
+    _run(spark, tmp_path)
+    checkpoint = tmp_path / "state" / "ingest"
+    for log in ("offsets", "commits"):  # Spark alone: "Previous batch 0 not found"
+        for batch in ("0", "1"):
+            (checkpoint / log / batch).unlink()
+            (checkpoint / log / f".{batch}.crc").unlink(missing_ok=True)
+    _second_half(nasa_day, tmp_path)
+    pipeline = _run(spark, tmp_path)  # both written back as delivered, both skipped
+    assert _rows(spark, tmp_path) == reference
+    assert pipeline.totals.events == 2 * PER_FILE  # the second half only: as the store
+
+
+def test_a_deleted_snapshot_directory_is_replayed_exactly_and_counted_once(
+    spark, nasa_day, reference, tmp_path
+):
+    _first_half(nasa_day, tmp_path)
+    _run(spark, tmp_path)
+    newest = max((tmp_path / "state" / "analytics").glob("batch_id=*"))
+    shutil.rmtree(newest)  # its Parquet and meta.json with it: nothing left to check
+    _second_half(nasa_day, tmp_path)
+    pipeline = _run(spark, tmp_path)  # batch 1 replayed from snapshot 0, its writes skipped
+    assert _rows(spark, tmp_path) == reference
+    assert (tmp_path / "state" / "ingest" / "commits" / "1.no-snapshot").exists()
+    # the done: line counts what this run added, as the store does (batch 1 was delivered)
+    t = pipeline.totals
+    assert (t.batches, t.events) == (FILES - 2, 2 * PER_FILE)
 
 
 def test_a_delivered_batch_planned_over_other_input_is_refused(spark, nasa_day, tmp_path):

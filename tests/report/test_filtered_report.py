@@ -109,3 +109,16 @@ def test_grep_keeps_the_lines_whose_raw_text_matches(spark, lines):
     check(
         report_of(spark, flt), oracle(lines, lambda line, f: all(p.search(line) for p in pattern))
     )
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [EventFilter.build(greps=["zzzz"]), EventFilter.build(filters=["status = 502"])],
+    ids=["grep", "filter"],
+)
+def test_a_filter_that_keeps_no_line_gives_an_empty_report(spark, flt):
+    # an empty stage: Spark's adaptive optimizer drops the observed counts (SPARK-54620)
+    report = report_of(spark, flt)
+    g = report["general"]
+    assert (g["total_requests"], g["filtered_out"]) == (0, 10_000)
+    assert report["top_urls"] == []

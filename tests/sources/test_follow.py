@@ -724,3 +724,18 @@ def test_a_file_is_opened_and_its_head_read_in_one_place():
                 ):
                     readers.append(f"{path.name}:{fn.name}")
     assert readers == ["files.py:_open_head"]
+
+
+def test_a_line_longer_than_the_reader_keeps_is_cut_to_its_start(tmp_path, monkeypatch):
+    import logstream.sources.follow.ranges as ranges
+
+    monkeypatch.setattr(ranges, "_LINE_CAP", 100)
+    monkeypatch.setattr(ranges, "_READ_CHUNK", 64)  # the long line spans several reads
+    log = tmp_path / "access.log"
+    append(log, "first\n" + "x" * 1000 + "\nlast\n")
+    end = scan(initial_offset(), check_follow_paths([str(log)]))
+    assert values(read_between(initial_offset(), end)) == [
+        "first",
+        "x" * 100,  # more bytes than --max-line-bytes allows: quarantined as line_too_long
+        "last",
+    ]

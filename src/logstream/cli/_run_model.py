@@ -61,6 +61,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         None,
         "With --kafka: messages per micro-batch.",
     ),
+    "kafka_retry": (
+        "2 minutes",
+        "Wait for a down Kafka broker.",
+    ),
     "kafka_topic": (
         None,
         "Kafka topic.",
@@ -80,6 +84,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
     "max_future": (
         "1 day",
         "Event time ahead of the clock beyond which a line is quarantined.",
+    ),
+    "max_line_bytes": (
+        65536,
+        "Quarantine longer lines.",
     ),
     "no_panel": (
         (),

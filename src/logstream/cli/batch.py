@@ -81,6 +81,17 @@ StrictOption = Annotated[
         "it as corrupt_file and count its readable lines.",
     ),
 ]
+MaxLineOption = Annotated[
+    int,
+    typer.Option(
+        "--max-line-bytes",
+        metavar="BYTES",
+        min=1024,
+        max=16 * 1024 * 1024,
+        help="A longer line is quarantined as line_too_long (its first 1,024 characters "
+        "kept), before the format reads it.",
+    ),
+]
 NoPanelOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -171,6 +182,7 @@ def batch(
     time_zone: TimeZoneOption = None,
     drop_duplicates: DropDuplicatesOption = False,
     strict: StrictOption = False,
+    max_line_bytes: MaxLineOption = 64 * 1024,
     reference: ReferenceOption = None,
     no_panel: NoPanelOption = None,
     static_ext: StaticExtOption = None,
@@ -264,7 +276,7 @@ def batch(
         report = filtered_report(
             lines,
             fmt,
-            Filtering(flt, previous, site_pattern, change_threshold),
+            Filtering(flt, previous, site_pattern, change_threshold, max_line_bytes),
             top,
             {**options, **_format_options(fmt)},
             inputs=[str(p) for p in paths],
@@ -273,7 +285,8 @@ def batch(
             on_step=progress.step,
         )
         if heavy_hitters or returning:
-            rows = filtered_rows(parse(lines, fmt), flt, site_pattern).rows
+            parsed = parse(lines, fmt, max_line_bytes=max_line_bytes)
+            rows = filtered_rows(parsed, flt, site_pattern).rows
             report.update(_extras(rows, fmt.fields, top, heavy_hitters, returning, progress.step))
     checking.shutdown()
     report["general"]["skipped_files"] = skipped

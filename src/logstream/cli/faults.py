@@ -268,9 +268,9 @@ def fault_kind(error: BaseException) -> str:
     >>> fault_kind(RuntimeError("Checksum error: file:/s/ingest/offsets/3 at 0"))
     'corrupt'
     """
-    from logstream.errors import StoreUnavailableError
+    from logstream.errors import KafkaUnavailableError, StoreUnavailableError
 
-    if isinstance(error, StoreUnavailableError):
+    if isinstance(error, StoreUnavailableError | KafkaUnavailableError):  # a line of its own
         return "store"
     if isinstance(error, OSError) and error.errno is not None:
         by_errno = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS:

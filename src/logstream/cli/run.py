@@ -363,6 +363,13 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
         _console.print(f"stopped before Spark started: nothing was read ({_STOPPED})")
         return
     roots, state_dir = _roots(plan, v)
+    from logstream.pipeline.lock import StateLock
+
+    # one run per state directory: a second is refused here, before its JVM starts (the
+    # demo starts from an empty --demo-out each time: nothing to share)
+    lock = StateLock(state_dir)
+    if not plan.demo:
+        lock.acquire()
     # the JVM's standard error (Spark's log and traces) and a fault's trace go here
     log = RunLog.create(None if plan.demo else state_dir / "logs", "demo" if plan.demo else "run")
     try:
@@ -374,6 +381,8 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
         raise  # a refused option or input (exit status 2), said as it is
     except Exception as exc:  # an I/O fault, Spark's or the store's: one line
         raise run_fault(exc, log, roots, state_dir) from None
+    finally:
+        lock.release()
 
 
 def _run_started(v: dict[str, Any], plan: _Plan, stop: threading.Event, log: RunLog) -> None:

@@ -232,6 +232,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         INPUT,
         field="kafka_allow_data_loss",
     ),
+    _option("kafka_retry", str, "--kafka-retry", INPUT, metavar="SPAN", field="kafka_retry"),
     _option("rate", int | None, "--rate", INPUT, metavar="N", field="rate", min=1),
     _option(
         "rate_sample", Path | None, "--rate-sample", INPUT, metavar="FILE", field="rate_sample"
@@ -250,6 +251,15 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     ),
     _option("watermark", str, "--watermark", WINDOWS, metavar="SPAN", field="watermark"),
     _option("max_future", str, "--max-future", WINDOWS, metavar="SPAN", field="max_future"),
+    _option(
+        "max_line_bytes",
+        int,
+        "--max-line-bytes",
+        INPUT,
+        metavar="BYTES",
+        field="max_line_bytes",
+        min=1024,
+    ),
     _option("window", str, "--window", WINDOWS, metavar="SPAN", field="traffic_window"),
     _option(
         "trending_window",

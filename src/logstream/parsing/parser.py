@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "LONG_LINE_KEPT",
     "MAX_FUTURE_S",
+    "MAX_LINE_BYTES",
     "REASON_COLUMN",
     "TIME_TEXT_COLUMN",
     "events",
@@ -41,6 +43,14 @@ TIME_TEXT_COLUMN = "time_text"
 #: ``future_event_time`` (seconds; ``logstream run --max-future``): a day, as Apache Druid's
 #: ``earlyMessageRejectionPeriod`` is commonly set, which no clock skew or time zone reaches.
 MAX_FUTURE_S = 86_400.0
+#: A line longer than this many bytes is quarantined as ``line_too_long`` before the format's
+#: regular expression sees it (``--max-line-bytes``): a request line is bounded by Apache's
+#: ``LimitRequestLine`` (8,190 bytes) and nginx's ``large_client_header_buffers`` (8 KiB), a
+#: whole log line with its referrer and user agent by a few of them, and one line of many
+#: megabytes (a runaway writer, a binary file) held a micro-batch for minutes in the regex.
+MAX_LINE_BYTES = 64 * 1024
+#: Characters of a ``line_too_long`` line the quarantine keeps (its start).
+LONG_LINE_KEPT = 1024
 
 _SEP = "\x01"
 #: NUL: no log format emits it, and PostgreSQL's text cannot hold it (a line with one is
@@ -100,6 +110,7 @@ def parse(
     lines: DataFrame,
     fmt: CompiledFormat,
     max_future_s: float | None = MAX_FUTURE_S,
+    max_line_bytes: int | None = MAX_LINE_BYTES,
     *,
     time_text: bool = False,
 ) -> DataFrame:
@@ -119,6 +130,10 @@ def parse(
         ``current_timestamp()``: in a streaming query the micro-batch's own timestamp, which
         its offset log records, so a replay decides the same way. None: no such rule (the
         continuous trigger refuses ``current_timestamp()``).
+    max_line_bytes : int, optional
+        A line of more bytes is quarantined as ``line_too_long`` with its first
+        :data:`LONG_LINE_KEPT` characters, and the format never reads it (one ``octet_length``
+        per line, which UTF-8 strings know without a scan). None: no bound.
     time_text : bool
         Also keep the time as written in the line, in a last column :data:`TIME_TEXT_COLUMN`
         (the batch report reads the line's offset from it, not from the whole line).
@@ -139,17 +154,19 @@ def parse(
     value = F.col("value")
     if fmt.header is not None:  # a file's header line is not a log line
         lines = lines.where(~value.startswith(fmt.header))
+    lines, raw, too_long = _bounded(lines, max_line_bytes)
     if fmt.is_json:
-        staged, group = _json_fields(lines, fmt)
+        staged, group = _json_fields(lines, fmt, raw, too_long)
     else:
         replacement = "".join(f"{_SEP}${i}" for i in range(1, len(fmt.fields) + 1))
         rewritten = F.regexp_replace(value, F.lit(fmt.regex), F.lit(replacement))
         matched = rewritten.startswith(_SEP) & ~value.contains(_SEP)
         staged = lines.select(
-            value.alias("raw_line"),
+            raw.alias("raw_line"),
             F.col("source_file"),
             matched.alias("_matched"),
             F.split(rewritten, _SEP).alias("_f"),
+            too_long.alias("_too_long"),
         )
         group = {name: F.get(F.col("_f"), i + 1) for i, name in enumerate(fmt.fields)}
 
@@ -194,10 +211,12 @@ def parse(
         F.col("source_file"),
         F.col("raw_line"),
         F.col("_matched"),
+        F.col("_too_long"),
         *((group["time"].alias(TIME_TEXT_COLUMN),) if time_text else ()),
     )
     reason = (
-        F.when(F.trim(F.col("raw_line")) == "", F.lit("empty_line"))
+        F.when(F.col("_too_long"), F.lit("line_too_long"))
+        .when(F.trim(F.col("raw_line")) == "", F.lit("empty_line"))
         .when(_has_control_character(F.col("raw_line")), F.lit("control_character"))
         .when(~F.col("_matched"), F.lit("format_mismatch"))
         .when(F.col("event_time").isNull(), F.lit("bad_timestamp"))
@@ -208,6 +227,24 @@ def parse(
         reason = reason.when(_in_the_future(max_future_s), F.lit("future_event_time"))
     kept = (TIME_TEXT_COLUMN,) if time_text else ()
     return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN), *kept)
+
+
+def _bounded(lines: DataFrame, max_line_bytes: int | None) -> tuple[DataFrame, Column, Column]:
+    """``lines`` whose ``value`` is empty where the line has more than ``max_line_bytes``
+    bytes (the format never reads it), the raw text the quarantine keeps (its first
+    :data:`LONG_LINE_KEPT` characters) and the condition of such a line; ``lines`` as they
+    are without a bound."""
+    value = F.col("value")
+    if max_line_bytes is None:
+        return lines, value, F.lit(False)
+    too_long = F.octet_length(value) > F.lit(max_line_bytes)  # UTF-8 knows its bytes: no scan
+    bounded = lines.select(
+        F.when(too_long, F.lit("")).otherwise(value).alias("value"),
+        F.when(too_long, F.substring(value, 1, LONG_LINE_KEPT)).otherwise(value).alias("_raw"),
+        too_long.alias("_too_long"),
+        F.col("source_file"),
+    )
+    return bounded, F.col("_raw"), F.col("_too_long")
 
 
 def _in_the_future(max_future_s: float) -> Column:
@@ -222,7 +259,9 @@ def _in_the_future(max_future_s: float) -> Column:
     return ahead > F.lit(int(max_future_s * 1_000_000))
 
 
-def _json_fields(lines: DataFrame, fmt: CompiledFormat) -> tuple[DataFrame, dict[str, Column]]:
+def _json_fields(
+    lines: DataFrame, fmt: CompiledFormat, raw: Column, too_long: Column
+) -> tuple[DataFrame, dict[str, Column]]:
     """Stage JSON-lines input: one ``from_json`` per line (every mapped key read as text, so
     ``200`` and ``"200"`` both parse), a request line split by :data:`REQUEST_REGEX` (one
     ``regexp_replace`` + ``split``, as for text lines). A line that is not a JSON object does
@@ -238,11 +277,13 @@ def _json_fields(lines: DataFrame, fmt: CompiledFormat) -> tuple[DataFrame, dict
     obj = F.from_json(
         F.col("value"), schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
     )
-    value = F.col("value")
-    staged = lines.select(value.alias("raw_line"), F.col("source_file"), obj.alias("_j")).select(
+    staged = lines.select(
+        raw.alias("raw_line"), F.col("source_file"), obj.alias("_j"), too_long.alias("_too_long")
+    ).select(
         "raw_line",
         "source_file",
         "_j",
+        "_too_long",
         (
             F.col("_j").isNotNull()
             & F.col(f"_j.{_CORRUPT}").isNull()

@@ -143,6 +143,9 @@ class PipelineConfig(BaseModel):
     kafka_allow_data_loss : bool
         Go on without unread messages of the topic that were deleted (retention), counted;
         False (default, Spark's ``failOnDataLoss``): stop the run with their count.
+    kafka_retry : str
+        How long the run waits, warning, for Kafka brokers it cannot reach (default ``2
+        minutes``); then it stops (:class:`~logstream.errors.KafkaUnavailableError`).
     rate : int, optional
         Lines per second of ``source="rate"``.
     rate_sample : Path, optional
@@ -166,6 +169,8 @@ class PipelineConfig(BaseModel):
     watermark : str
         Event-time delay after which a window is final and an older event is late
         (default ``10 minutes``).
+    max_line_bytes : int
+        Longer lines are quarantined as ``line_too_long`` (:func:`logstream.parsing.parse`).
     max_future : str
         A line whose time is further ahead of the clock than this is quarantined as
         ``future_event_time`` (default ``1 day``): one line from 2099 must never move the
@@ -285,6 +290,7 @@ class PipelineConfig(BaseModel):
         default=False,
         description="With --kafka: skip unread messages retention deleted.",
     )
+    kafka_retry: str = Field(default="2 minutes", description="Wait for a down Kafka broker.")
     rate: int | None = Field(
         default=None,
         ge=1,
@@ -308,6 +314,9 @@ class PipelineConfig(BaseModel):
     max_future: str = Field(
         default="1 day",
         description="Event time ahead of the clock beyond which a line is quarantined.",
+    )
+    max_line_bytes: int = Field(
+        default=65_536, ge=1024, le=16_777_216, description="Quarantine longer lines."
     )
     traffic_window: str = Field(default="1 minute", description="Window of traffic and visitors.")
     trending_window: str = Field(
@@ -401,7 +410,7 @@ class PipelineConfig(BaseModel):
     def _interval(cls, value: str) -> str:
         return spark_interval(value)
 
-    @field_validator("store_retry")
+    @field_validator("store_retry", "kafka_retry")
     @classmethod
     def _store_retry(cls, value: str) -> str:
         if value.strip() == "0":

@@ -49,7 +49,7 @@ from logstream.monitoring import ProgressListener
 from logstream.parsing import REASON_COLUMN, CompiledFormat, events, parse, resolve_format
 from logstream.parsing.detect import written_offset
 from logstream.parsing.sites import with_site_from_path
-from logstream.pipeline.checkpoint import restore_newest
+from logstream.pipeline.checkpoint import recover_missing_snapshot, restore_offsets
 from logstream.pipeline.config import PipelineConfig, interval_seconds
 from logstream.pipeline.identity import claim
 from logstream.pipeline.ingest import (
@@ -69,7 +69,7 @@ from logstream.sinks import ensure_schema
 from logstream.sinks.gate import StopGate, is_stop_requested
 from logstream.sinks.route import OutputPublisher, check_sinks, parse_sink
 from logstream.sources import drop_duplicate_lines, stream_lines
-from logstream.sources.kafka import data_loss_error
+from logstream.sources.kafka import BrokerWatch, data_loss_error, unavailable_error
 
 __all__ = ["Pipeline", "detect_file_format", "detect_stream_format", "marked_filtered"]
 
@@ -82,6 +82,8 @@ _RAISED = re.compile(r"^logstream\.[\w.]+\.(\w+): (.+)$", re.MULTILINE)
 #: Seconds a stop waits, after the last micro-batch was delivered, for Spark to report its
 #: progress before the queries are stopped.
 PROGRESS_WAIT_S = 10.0
+#: Seconds a stop for brokers gone past ``--kafka-retry`` waits for the running micro-batch.
+KAFKA_STOP_GRACE_S = 5.0
 
 
 def _logstream_error(error: BaseException) -> LogstreamError | None:
@@ -334,13 +336,17 @@ class Pipeline:
         ):
             ensure_schema(self.spark, self.cfg.output_dir / sub, schema, self.cfg.output_format)
         checkpoint = self._checkpoint_path(INGEST_QUERY)
-        restored = restore_newest(checkpoint, self.ingest.state.recorded_offsets())
-        if restored is not None:
-            log.warning("%s", restored)
+        state = self.ingest.state
+        for repaired in (
+            restore_offsets(checkpoint, state.recorded_offsets()),
+            recover_missing_snapshot(checkpoint, state.newest_id(), state.snapshot_dir),
+        ):
+            if repaired is not None:
+                log.warning("%s", repaired)
         lines = stream_lines(self.spark, self.cfg)
         if self.cfg.dedup:
             lines = drop_duplicate_lines(lines, self.cfg.dedup_window)
-        parsed = parse(lines, self.fmt, self.cfg.max_future_seconds)
+        parsed = parse(lines, self.fmt, self.cfg.max_future_seconds, self.cfg.max_line_bytes)
         parsed = marked_filtered(with_site_from_path(parsed, self.cfg.vhost_from_path), self.filter)
         if is_connect(self.spark):  # the function runs in a Python process of the server
             function: Any = ConnectIngest(self.cfg, self.settings, self.publisher)
@@ -389,7 +395,22 @@ class Pipeline:
             self.start_console()
         else:
             self.start_ingest()
-        self._wait_all()
+        if self.cfg.source != "kafka":
+            self._wait_all()
+            return
+        assert self.cfg.kafka_bootstrap is not None
+        # brokers gone for longer than --kafka-retry stop the run, with one line
+        watch = BrokerWatch(
+            self.cfg.kafka_bootstrap,
+            interval_seconds(self.cfg.kafka_retry),
+            lambda _: self.request_stop(),
+        )
+        with watch:
+            self._wait_all()
+        if watch.failure is not None:
+            # a micro-batch waiting for the brokers is not waited for: the next start replays it
+            self.stop(grace_s=KAFKA_STOP_GRACE_S)
+            raise watch.failure
 
     def _await(self, query: StreamingQuery) -> None:
         while not self.stop_requested.is_set():
@@ -410,7 +431,11 @@ class Pipeline:
             if error is not None and not is_stop_requested(error):
                 self.raised.add(query.name)  # reported by the caller, not again by stop()
                 self.stop()
-                raised = _logstream_error(error) or data_loss_error(self.cfg, error)
+                raised = (
+                    _logstream_error(error)
+                    or data_loss_error(self.cfg, error)
+                    or unavailable_error(self.cfg, error)
+                )
                 if raised is not None:
                     raise raised from error  # its cause: Spark's text, for the run's log
                 raise error

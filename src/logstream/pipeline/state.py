@@ -214,14 +214,19 @@ class StateSnapshots:
         tmp.replace(path)
 
     def recorded_offsets(self) -> dict[int, str]:
-        """Offset-log entries recorded at delivery: the newest snapshot's and the pending
-        records', by batch id (:func:`logstream.pipeline.checkpoint.restore_newest`)."""
+        """Offset-log entries recorded at delivery: the kept snapshots' and the pending
+        records', by batch id (:func:`logstream.pipeline.checkpoint.restore_offsets`)."""
         found: dict[int, str] = {}
-        newest = self.newest_id()
-        if newest is not None:
-            meta = self.meta(newest)
+        ids = self._ids()
+        for batch_id in ids:
+            try:
+                meta = self.meta(batch_id)
+            except StateCorruptError:
+                if batch_id == ids[-1]:
+                    raise
+                continue  # an older snapshot's record: not needed to start
             if meta.offsets is not None:
-                found[newest] = meta.offsets
+                found[batch_id] = meta.offsets
         pending = self.root / "pending"
         if pending.is_dir():
             for path in pending.iterdir():

@@ -7,12 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from logstream.comparison import COMPARE_DEPTH, compare_reports, truncated
 from logstream.filters import EventFilter
 from logstream.parsing import REASON_COLUMN, CompiledFormat, fenced, parse
+from logstream.parsing.parser import MAX_LINE_BYTES
 from logstream.parsing.sites import with_site_from_path
 from logstream.report.batch import build_report
 
@@ -32,21 +34,41 @@ class FilteredRows:
         rows = with_site_from_path(parsed, site_pattern)
         self._read: Observation | None = None
         self._kept: Observation | None = None
+        self._counted: DataFrame | None = None
         if flt.active:
             # behind the fence: the filter reads the typed fields, and Spark would copy each
             # field's parse into it (logstream.parsing.fenced)
             self._read, self._kept = Observation("read"), Observation("kept")
+            condition = flt.row_condition(REASON_COLUMN)
+            self._counted = fenced(rows).select(
+                F.count("*").alias("read"), F.count_if(condition).alias("kept")
+            )
             rows = fenced(rows).observe(self._read, F.count("*").alias("lines"))
-            rows = rows.where(flt.row_condition(REASON_COLUMN))
+            rows = rows.where(condition)
             rows = rows.observe(self._kept, F.count("*").alias("lines"))
         self.rows = rows
 
     def left_out(self) -> int | None:
         """Lines the filter left out (events and unparsed lines), once the rows were read
         whole; None without a filter."""
-        if self._read is None or self._kept is None:
+        if self._read is None or self._kept is None or self._counted is None:
             return None
-        return int(self._read.get["lines"]) - int(self._kept.get["lines"])
+        read, kept = _observed(self._read), _observed(self._kept)
+        if read is None or kept is None:  # the metrics are gone: one pass counts them
+            counted = self._counted.first()
+            read, kept = int(counted["read"]), int(counted["kept"])
+        return read - kept
+
+
+def _observed(observation: Observation) -> int | None:
+    """The ``lines`` an observation counted, or None when Spark has none: a filter that
+    keeps no line leaves an empty stage, which the adaptive optimizer replaces by an empty
+    relation with the operator that collected the metrics (SPARK-54620), and the observation
+    then holds an empty row."""
+    try:
+        return int(observation.get["lines"])
+    except (Py4JJavaError, KeyError):
+        return None
 
 
 def filtered_rows(
@@ -65,6 +87,8 @@ class Filtering:
     previous: EventFilter | None
     site_pattern: str | None
     threshold: float
+    #: Lines longer than this are quarantined as ``line_too_long`` (:func:`parse`).
+    max_line_bytes: int | None = MAX_LINE_BYTES
 
 
 def filtered_report(
@@ -80,13 +104,14 @@ def filtered_report(
     there is one; ``general`` says which filter made it and how many lines it left out."""
     f = filtering
     depth = max(top, COMPARE_DEPTH) if f.previous is not None else top
-    rows = filtered_rows(parse(lines, fmt, time_text=True), f.current, f.site_pattern)
+    parsed = parse(lines, fmt, max_line_bytes=f.max_line_bytes, time_text=True)
+    rows = filtered_rows(parsed, f.current, f.site_pattern)
     report = build_report(rows.rows, top=depth, **options, **extra)
     report["general"]["filter"] = f.current.describe()
     report["general"]["filtered_out"] = rows.left_out()
     if f.previous is None:
         return report
-    before = filtered_rows(parse(lines, fmt, time_text=True), f.previous, f.site_pattern).rows
+    before = filtered_rows(parsed, f.previous, f.site_pattern).rows
     earlier = build_report(before, top=depth, **options)
     report = _compared(report, earlier, f.previous, top, depth, f.threshold)
     report["comparison"]["ranges"]["current"] = f.current.describe()

@@ -23,6 +23,14 @@ value is one log line, parsed by the same ingest query as a directory's lines. W
   skips to the earliest offset still there and the count is reported (a warning at start, and
   per micro-batch the offsets a batch covered but could not read:
   :func:`logstream.monitoring.kafka.kafka_progress`).
+* **An unreachable broker** (stopped, restarting, the network cut): the run waits for it up to
+  ``kafka_retry`` (``--kafka-retry``, default 2 minutes), with a warning when it is first missed
+  and a line when it answers again (:class:`BrokerWatch`, which asks for the cluster's
+  metadata every few seconds beside the query); Spark's own Kafka timeouts are set past that
+  bound, so the query waits too. Past it the run stops with one line naming the brokers and
+  the fix (:class:`~logstream.errors.KafkaUnavailableError`); a Kafka timeout Spark raises
+  first says the same (:func:`unavailable_error`). The checkpoint's offsets make the start
+  after the broker's return exact.
 * ``max_offsets_per_trigger`` bounds a micro-batch (Spark's ``maxOffsetsPerTrigger``), shared
   between the partitions in proportion to their backlog: a backlog is read in several
   micro-batches, each a slice of event time when the partitions carry the same stretch of it
@@ -33,13 +41,17 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from logstream.errors import ConfigError, LogstreamError
+from logstream.errors import ConfigError, KafkaUnavailableError, LogstreamError
 from logstream.session import KAFKA_PACKAGE, kafka_available
 
 if TYPE_CHECKING:
@@ -48,12 +60,14 @@ if TYPE_CHECKING:
     from logstream.pipeline.config import PipelineConfig
 
 __all__ = [
+    "BrokerWatch",
     "DataLoss",
     "KafkaDataLossError",
     "check_kafka_source",
     "check_unread",
     "data_loss_error",
     "kafka_lines",
+    "unavailable_error",
     "unread_offsets",
 ]
 
@@ -289,7 +303,138 @@ def kafka_lines(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
     )
     if cfg.kafka_max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", cfg.kafka_max_offsets_per_trigger)
+    # Spark's requests to the brokers wait past --kafka-retry, so the run's own bound (and
+    # message) comes first: the consumer's and admin's calls, and a task's fetch of records
+    wait_ms = int(_retry_s(cfg) * 1000) + SPARK_WAIT_MARGIN_MS
+    reader = reader.option("kafka.default.api.timeout.ms", max(60_000, wait_ms))
+    reader = reader.option("kafkaConsumer.pollTimeoutMs", max(120_000, wait_ms))
     return reader.load().select(
         F.col("value").cast("string").alias("value"),
         F.lit(None).cast("string").alias("source_file"),
     )
+
+
+#: How much longer than ``--kafka-retry`` Spark's own Kafka requests may wait (ms).
+SPARK_WAIT_MARGIN_MS = 30_000
+#: Seconds between two checks of the brokers while a run reads Kafka.
+WATCH_PERIOD_S = 5.0
+#: What Spark's failures say when the brokers could not be reached.
+_UNREACHABLE = re.compile(
+    r"org\.apache\.kafka\.common\.errors\.(?:TimeoutException|DisconnectException)"
+    r"|Timeout of \d+ms expired|Failed to get records for"
+)
+
+
+def _unavailable(bootstrap: str, seconds: float, reason: str) -> KafkaUnavailableError:
+    return KafkaUnavailableError(
+        f"Kafka broker {bootstrap!r} could not be reached for {seconds:g} s ({reason}): start "
+        "the broker (or repair the network to it), then run the same command again, which "
+        "resumes from the checkpoint; --kafka-retry sets how long the run waits"
+    )
+
+
+def unavailable_error(cfg: PipelineConfig, error: BaseException) -> KafkaUnavailableError | None:
+    """The clear error for a query that Spark failed because the brokers did not answer (a
+    Kafka ``TimeoutException``); None for any other failure or source."""
+    if cfg.source != "kafka":
+        return None
+    match = _UNREACHABLE.search(str(error))
+    if match is None:
+        return None
+    assert cfg.kafka_bootstrap is not None
+    line = next((t for t in str(error).splitlines() if match.group(0) in t), match.group(0))
+    return _unavailable(cfg.kafka_bootstrap, _retry_s(cfg), line.strip()[:200])
+
+
+def _retry_s(cfg: PipelineConfig) -> float:
+    """``--kafka-retry`` in seconds."""
+    from logstream.pipeline.config import interval_seconds
+
+    return interval_seconds(cfg.kafka_retry)
+
+
+class BrokerWatch:
+    """Watch the Kafka brokers while a run reads them: warn while they cannot be reached,
+    give up past a bound.
+
+    A daemon thread asks for the cluster's metadata every ``period_s`` seconds
+    (``confluent-kafka``, beside Spark's own clients). The first miss logs a warning naming
+    the brokers and the bound; an answer after misses logs how long they were gone; misses
+    for ``retry_s`` seconds call ``on_give_up`` once with the
+    :class:`~logstream.errors.KafkaUnavailableError` the run ends with (kept as
+    :attr:`failure`), and the watch ends.
+
+    Parameters
+    ----------
+    bootstrap : str
+        The brokers (``HOST:PORT[,…]``).
+    retry_s : float
+        Seconds of misses before giving up (``--kafka-retry``).
+    on_give_up : callable
+        Called with the error, from the watch's thread (the pipeline stops).
+    period_s : float
+        Seconds between two checks.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        retry_s: float,
+        on_give_up: Callable[[KafkaUnavailableError], None],
+        period_s: float = WATCH_PERIOD_S,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.retry_s = retry_s
+        self.on_give_up = on_give_up
+        self.period_s = period_s
+        self.failure: KafkaUnavailableError | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="kafka-watch", daemon=True)
+
+    def __enter__(self) -> BrokerWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.period_s + 5)
+
+    def probe(self) -> str | None:
+        """None when a broker answers a metadata request within the period, else why not."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        from logstream.kafka.client import client_config
+
+        if not hasattr(self, "_admin"):
+            self._admin = AdminClient(client_config(self.bootstrap))
+        try:
+            self._admin.list_topics(timeout=max(1.0, min(self.period_s, 5.0)))
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else exc
+            return error.str() if hasattr(error, "str") else str(error)
+        return None
+
+    def _watch(self) -> None:
+        gone_at: float | None = None
+        while not self._stop.wait(self.period_s):
+            reason = self.probe()
+            now = time.monotonic()
+            if reason is None:
+                if gone_at is not None:
+                    log.warning(
+                        "Kafka broker %r reached again after %.0f s", self.bootstrap, now - gone_at
+                    )
+                    gone_at = None
+                continue
+            if gone_at is None:
+                gone_at = now
+                log.warning(
+                    "warning: Kafka broker %r cannot be reached (%s): the run waits for it, "
+                    "for up to %g s (--kafka-retry)",
+                    self.bootstrap, reason, self.retry_s,
+                )  # fmt: skip
+            elif now - gone_at >= self.retry_s:
+                self.failure = _unavailable(self.bootstrap, self.retry_s, reason)
+                self.on_give_up(self.failure)
+                return

@@ -32,18 +32,26 @@ def commit_batch(
     write: IngestBatchWrite,
     meta: SnapshotMeta,
     state_parts: dict[str, DataFrame | None],
-) -> None:
+) -> bool:
     """Commit the batch to the serving store, then write its snapshot.
 
     The step hook runs before each of the two writes (``before_commit``,
     ``before_snapshot``) and after the last (``snapshot_written``).
+
+    Returns
+    -------
+    bool
+        Whether the store took the batch now: False for a replay of a batch its ledger
+        already held (a crash between the store's commit and the snapshot, a snapshot
+        deleted), whose lines a run's totals must not count again.
     """
     batch_id = write.batch_id
     stage._step("before_commit", batch_id)
     with stage._timed("store"):
-        stage.store.commit_ingest_batch(INGEST_QUERY, write)
+        applied = stage.store.commit_ingest_batch(INGEST_QUERY, write)
     stage._step("before_snapshot", batch_id)
     with stage._timed("snapshot"):
         stage.state.write(replace(meta, offsets=stage.entry), state_parts)
     stage.store.set_state({"analytics_state_rows": str(stage.state.last_rows)})
     stage._step("snapshot_written", batch_id)
+    return applied

@@ -95,6 +95,8 @@ class StageContext:
         self.ahead_detail: str | None = None
         #: The bound of that rule in the Spark steps (epoch ms), when it quarantined events.
         self.ahead_bound: int | None = None
+        #: The sources a warning named for skewed events (:mod:`.skew`: once a run each).
+        self.skew_sources: set[str | None] = set()
         #: The running micro-batch's parsed rows as Spark handed them (not cached).
         self._unpersisted: DataFrame | None = None
         #: Frames the running micro-batch persisted (released at its end).

@@ -71,6 +71,7 @@ from logstream.pipeline.ingest.driver_publish import (
 )
 from logstream.pipeline.ingest.panels import AGENT_PANELS, _item_columns
 from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, INGEST_QUERY, iso_ms
+from logstream.pipeline.ingest.skew import arrow_skew, warn_once
 from logstream.pipeline.ingest.watermark import (
     FUTURE_REASON,
     ahead_bound_ms,
@@ -215,7 +216,7 @@ def _classified(stage: StageContext, rows: pa.Table, views: tuple[str, ...]) -> 
 
 
 def _ahead_of_batch(
-    stage: StageContext, rows: pa.Table, parsed: DataFrame
+    stage: StageContext, rows: pa.Table, parsed: DataFrame, batch_id: int
 ) -> tuple[pa.Table, np.ndarray, pa.Table | None]:
     """The in-batch rule (:func:`~.watermark.ahead_bound_ms`): ``rows`` with the events far
     ahead of their micro-batch quarantined as ``future_event_time``, which rows are events,
@@ -227,14 +228,21 @@ def _ahead_of_batch(
     t_ms = pc.fill_null(rows["t_ms"], 0).to_numpy()
     times = t_ms[is_event]
     k = quantile_index(len(times))
-    bound = ahead_bound_ms(int(np.partition(times, k)[k]), stage.settings.watermark_ms)
+    delay = stage.settings.watermark_ms
+    bound = ahead_bound_ms(int(np.partition(times, k)[k]), delay)
     assert bound is not None
+    detail = ahead_detail(bound)
+    sources = rows["source_file"].to_numpy(zero_copy_only=False)[is_event]
+    skew = arrow_skew(times, sources, delay)
+    if skew is not None:  # a minority ahead, between the lines: a clock set wrong
+        bound, detail = min(bound, skew.cut_ms - 1), skew.detail()
+        warn_once(stage, skew, batch_id)
     ahead = is_event & (t_ms > bound)
     if not ahead.any():
         return rows, is_event, None
     reason = pc.if_else(pa.array(ahead), FUTURE_REASON, rows[REASON_COLUMN])
     rows = rows.set_column(rows.schema.get_field_index(REASON_COLUMN), REASON_COLUMN, reason)
-    stage.ahead_detail = ahead_detail(bound)
+    stage.ahead_detail = detail
     with stage._timed("parse"):
         ahead_rows = (
             parsed.where(
@@ -267,7 +275,7 @@ def deliver_on_driver(
     """
     s = stage.settings
     watermark_ms = s.watermark_at(prev.max_event_ms)
-    rows, is_event, ahead_rows = _ahead_of_batch(stage, rows, parsed)
+    rows, is_event, ahead_rows = _ahead_of_batch(stage, rows, parsed, batch_id)
     t_ms = pc.fill_null(rows["t_ms"], 0).to_numpy()
     t_us = pc.fill_null(rows["t_us"], 0).to_numpy()
     is_late = np.zeros(rows.num_rows, dtype=bool)

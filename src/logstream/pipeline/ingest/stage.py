@@ -126,18 +126,19 @@ class IngestStage(StageContext):
             write, meta, state_parts = delivered
             if write is None:
                 return  # a no-data micro-batch: nothing to record, nothing to replay
-            commit_batch(self, write, meta, state_parts)  # 8. commit, 9. snapshot
+            applied = commit_batch(self, write, meta, state_parts)  # 8. commit, 9. snapshot
             self.paths[self.path] += 1
         finally:
             for frame in cached:
                 frame.unpersist()
             self._cached = []
         with self.totals.lock:
-            self.totals.batches += 1
-            self.totals.events += write.events
-            self.totals.late_events += write.late_events
-            self.totals.quarantined += write.quarantined
-            self.totals.filtered += write.filtered
+            if applied:  # a replay the store already held is not counted again
+                self.totals.batches += 1
+                self.totals.events += write.events
+                self.totals.late_events += write.late_events
+                self.totals.quarantined += write.quarantined
+                self.totals.filtered += write.filtered
             if meta.max_event_ms is not None:
                 self.totals.watermark_ms = self.settings.watermark_at(meta.max_event_ms)
 

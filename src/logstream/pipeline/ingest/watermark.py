@@ -24,6 +24,7 @@ from logstream.analytics.panes import gathered
 from logstream.filters import FILTERED_REASON
 from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.ingest.settings import iso_ms
+from logstream.pipeline.ingest.skew import spark_skew, warn_once
 from logstream.pipeline.state import SnapshotMeta
 from logstream.schema import EVENT_COLUMNS
 from logstream.serving import IngestBatchWrite
@@ -185,14 +186,24 @@ def split_batch(
     with stage._timed("parse"):  # materialises the cached parse
         counts = _counts(parsed, is_event, is_late)
         bound = ahead_bound_ms(counts["quantile_ms"], s.watermark_ms)
-        if bound is not None and counts["max_ms"] is not None and counts["max_ms"] > bound:
+        detail = None if bound is None else ahead_detail(bound)
+        if counts["max_ms"] is not None and (bound is None or counts["max_ms"] <= bound):
+            bound = None
+        events = counts["on_time"] + counts["late"]
+        span = (counts["max_ms"] or 0) - (counts["min_ms"] or 0)
+        skew = spark_skew(parsed, is_event, events, span, s.watermark_ms)
+        if skew is not None:  # a minority ahead, between the lines: a clock set wrong
+            bound = skew.cut_ms - 1 if bound is None else min(bound, skew.cut_ms - 1)
+            detail = skew.detail()
+            warn_once(stage, skew, batch_id)
+        if bound is not None:
             # events far ahead of their micro-batch: quarantined (a second, rare pass)
             ahead = is_event & (F.unix_millis("event_time") > F.lit(bound))
             parsed = parsed.withColumn(
                 REASON_COLUMN,
                 F.when(ahead, F.lit(FUTURE_REASON)).otherwise(F.col(REASON_COLUMN)),
             )
-            stage.ahead_detail = ahead_detail(bound)
+            stage.ahead_detail = detail
             stage.ahead_bound = bound
             counts = _counts(parsed, is_event, is_late)
     assert counts is not None
@@ -243,6 +254,7 @@ def _counts(parsed: DataFrame, is_event: Column, is_late: Column) -> Any:
             F.count_if(~F.col("_e") & ~F.col("_f")).alias("quarantined"),
             F.count_if(F.col("_f")).alias("filtered"),
             F.max("_t_ms").alias("max_ms"),
+            F.min("_t_ms").alias("min_ms"),
             quantile.alias("quantile_ms"),
         )
         .first()

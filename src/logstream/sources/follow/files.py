@@ -63,6 +63,9 @@ _BLOCK = 64 * 1024  # planner: bytes read at a time when searching for a newline
 
 
 _READ_CHUNK = 4 * 1024 * 1024  # reader: bytes per Arrow record batch (cut at a newline)
+#: reader: the bytes of a line kept at most, one more than --max-line-bytes allows, so a
+#: longer line is still quarantined as line_too_long while its memory stays bounded
+_LINE_CAP = 16 * 1024 * 1024 + 1
 
 
 _MIN_SPLIT = 1024 * 1024

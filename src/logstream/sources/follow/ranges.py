@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from logstream.sources.follow.files import (
+    _LINE_CAP,
     _MAX_SPLIT,
     _MIN_SPLIT,
     _READ_CHUNK,
@@ -223,6 +224,7 @@ def read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
         uri = _uri(path)
         schema = _arrow_schema()
         carry = b""
+        skipping = False  # inside a line longer than _LINE_CAP, past its kept start
         pos = begin
         while pos < stop:
             data = os.pread(fd, min(_READ_CHUNK, stop - pos), pos)
@@ -230,11 +232,18 @@ def read_range(part: FileRange) -> Iterator[pa.RecordBatch]:
                 log.warning("%s shrank while bytes %d-%d were read", path, begin, stop)
                 return
             pos += len(data)
+            if skipping:
+                end = data.find(b"\n")
+                if end < 0:
+                    continue
+                data, skipping = data[end:], False
             if carry:
                 data, carry = carry + data, b""
             cut = data.rfind(b"\n") + 1
             if cut < len(data):
                 data, carry = data[:cut], data[cut:]
+                if len(carry) > _LINE_CAP:  # its start says enough: line_too_long
+                    carry, skipping = carry[:_LINE_CAP], True
             if data:
                 yield _lines_batch(data, uri, schema)
     finally:
