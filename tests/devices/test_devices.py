@@ -427,7 +427,7 @@ class FakeQuery:
 
 
 def test_a_query_whose_python_worker_did_not_connect_back_is_restarted(monkeypatch):
-    """Spark 4.3 waits 10 s for the Python worker of a transformWithStateInPandas query's
+    """Spark 4.2 waits 10 s for the Python worker of a transformWithStateInPandas query's
     first micro-batch; on a busy machine it can fail that query (seen in CI): the query is
     restarted from its checkpoint, at most WORKER_RESTARTS times, and any other failure is
     left to the caller."""
