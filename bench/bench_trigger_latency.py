@@ -11,7 +11,7 @@ stamped with the time it was made (``generated_at`` → the alert's ``received_a
 
 Latency of an alert = arrival time − the time its line was made. Alerts of the first
 ``--warmup`` seconds are left out (JVM and code generation warming up). The real-time trigger
-is tried too; ``logstream rules`` refuses it at start (Spark 4.3 runs real-time mode on Kafka
+is tried too; ``logstream rules`` refuses it at start (Spark 4.2 runs real-time mode on Kafka
 sources only) and the refusal is recorded.
 
 Run from the repository root (real data in ``../shared/data`` or ``$LOGSTREAM_DATA_DIR``)::

@@ -324,3 +324,23 @@ def test_the_time_to_the_first_data_is_stated_once_where_it_is_measured():
     assert not re.search(r"(shows|appears|data) in (about )?\d", before)
     assert f"first data on the dashboard {first_data} after start" in performance
     assert README.count(first_data) == 1
+
+
+#: A Spark version named in a text (``Spark 4.2``, ``PySpark 4.2.0``).
+SPARK_VERSION = re.compile(r"\b(?:Py)?Spark (\d+)\.(\d+)(?:\.(\d+))?\b")
+
+
+def test_no_text_names_a_spark_newer_than_the_pinned_one():
+    """The docs said Spark 4.3 and "checked on PySpark 4.3.0" while the project pins 4.2.0. A
+    newer version is named only with a figure measured on it before the pin, and says so."""
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    pinned = tuple(map(int, re.search(r'"pyspark==(\d+)\.(\d+)\.(\d+)"', pyproject).groups()))
+    texts = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "src").rglob("*.py")]
+    newer = []
+    for path in texts:
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        for m in SPARK_VERSION.finditer(text):
+            version = (int(m[1]), int(m[2]), int(m[3] or 0))
+            if version > pinned and "before the project pinned" not in text[m.end() : m.end() + 40]:
+                newer.append(f"{path.relative_to(REPO)}: {m[0]}")
+    assert not newer, newer

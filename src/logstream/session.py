@@ -64,7 +64,7 @@ __all__ = [
 
 #: Spark's message when a Python worker it started (a ``transformWithStateInPandas``
 #: query's first micro-batch starts one on the driver) did not connect back within 10 s: a
-#: limit of Spark 4.3's ``PythonWorkerFactory`` that no setting changes, met on a busy machine
+#: limit of Spark 4.2's ``PythonWorkerFactory`` that no setting changes, met on a busy machine
 WORKER_START_TIMEOUT = "Python worker failed to connect back"
 
 

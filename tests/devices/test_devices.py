@@ -427,7 +427,7 @@ class FakeQuery:
 
 
 def test_a_query_whose_python_worker_did_not_connect_back_is_restarted(monkeypatch):
-    """Spark 4.3 waits 10 s for the Python worker of a transformWithStateInPandas query's
+    """Spark 4.2 waits 10 s for the Python worker of a transformWithStateInPandas query's
     first micro-batch; on a busy machine it can fail that query (seen in CI): the query is
     restarted from its checkpoint, at most WORKER_RESTARTS times, and any other failure is
     left to the caller."""
@@ -528,3 +528,49 @@ def test_every_field_that_fails_to_parse_is_quarantined(spark):
         ],
         "json",
     ) == [(None, None, "humidity: 'x' is not a number"), (None, None, None)]
+
+
+def test_spark_s_traces_go_to_the_run_s_log_and_a_failed_query_is_one_line(
+    monkeypatch, tmp_path, capsys
+):
+    """``devices run`` printed 278 lines on a busy machine: Spark's Java traces and Python's
+    tracebacks of the queries restarted when their Python worker did not connect back. The
+    JVM's standard error (:func:`logstream.jvm.stderr_to`) and Python's log records now go
+    to ``STATE_DIR/logs``; a query that fails is one line naming it and the log holding its
+    trace, exit status 1. (Spark is faked: the JVM's redirection is checked where it starts.)"""
+    import logging
+
+    from logstream import devices, jvm, session
+
+    started_in: list[Path] = []
+
+    def fake_spark(*_args, **_kwargs):
+        started_in.append(jvm._STDERR_FILE[-1])  # where the JVM's standard error would go
+        return object()
+
+    java = "java.net.SocketTimeoutException: Accept timed out\n\tat java.base/Socket.accept"
+    failed = FakeQuery("device_events", RuntimeError(f"[STREAM_FAILED] worker died\n{java}"))
+
+    def fake_queries(*_args, notice, **_kwargs):
+        notice("device query device_events: a Python worker did not connect back (1 of 3)")
+        try:
+            raise ConnectionRefusedError("[CANNOT_OPEN_SOCKET] Can not open socket")
+        except ConnectionRefusedError:  # as Py4J and PySpark log theirs
+            logging.getLogger("py4j.clientserver").exception("callback failed")
+        return [FakeQuery("device_windows"), failed]
+
+    monkeypatch.setattr(session, "get_spark", fake_spark)
+    monkeypatch.setattr(devices, "run_device_queries", fake_queries)
+    state = tmp_path / "state"
+    args = ["devices", "run", "--input", str(data_file("occupancy_datatest.txt.gz"))]
+    assert main([*args, "--state-dir", str(state), "--output-dir", str(tmp_path / "out")]) == 1
+    (log,) = (state / "logs").glob("devices-*.log")
+    assert started_in == [log]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("device query device_events: a Python worker did not connect")
+    assert err[1:] == [
+        "error: device query device_events failed: [STREAM_FAILED] worker died (its trace "
+        f"is in {log})"
+    ]
+    text = log.read_text(encoding="utf-8")
+    assert "CANNOT_OPEN_SOCKET" in text and "Traceback" in text and "\tat java.base" in text

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from logstream.cli.app import MasterOption, app, err_console
+from logstream.cli.faults import RunLog
 from logstream.cli.run import StopSignals
 from logstream.config import SparkSettings
-from logstream.errors import ConfigError
+from logstream.errors import ConfigError, RunFault
+from logstream.jvm import stderr_to
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
@@ -128,10 +130,14 @@ def run(
         raise ConfigError("--duration needs an interval --trigger (available-now stops by itself)")
     duration_s = interval_seconds(duration) if duration else None
     stop = threading.Event()  # Ctrl-C or SIGTERM, to the process or its group: a clean stop
-    with StopSignals(stop):
+    # the JVM's standard error (Spark's log, the traces of a query restarted when its Python
+    # worker did not connect back) and Python's log records go to a log file, not the terminal
+    log = RunLog.create(cfg.state_dir / "logs", "devices")
+    with StopSignals(stop), log.python_logging():
         if stop.is_set():
             return
-        spark = get_spark(SparkSettings.build(master=master), keep_signal_handlers=True)
+        with stderr_to(log.path):
+            spark = get_spark(SparkSettings.build(master=master), keep_signal_handlers=True)
         deadline = None if duration_s is None else time.monotonic() + duration_s
         queries: list[StreamingQuery] = []
         if not stop.is_set():
@@ -140,6 +146,20 @@ def run(
         for q in queries:
             q.stop()  # the Parquet sinks commit a micro-batch whole or not at all
     for q in queries:
-        if q.exception() is not None:
-            raise ConfigError(f"device query {q.name} failed: {q.exception()}")
+        if (error := q.exception()) is not None:
+            raise RunFault(
+                f"device query {q.name} failed: {_first_line(error)} ({_trace(log, error)})"
+            )
     err_console.print(f"device outputs in {cfg.output_dir}: " + ", ".join(q.name for q in queries))
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of a query's error (Spark's message; its Java trace follows it)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return (lines[0] if lines else type(error).__name__)[:400]
+
+
+def _trace(log: RunLog, error: BaseException) -> str:
+    """Where the whole trace of ``error`` is: ``log`` (written now), said as a clause."""
+    where = log.write_trace(error)
+    return "its trace could not be written" if where is None else f"its trace is in {where}"
