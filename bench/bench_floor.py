@@ -91,12 +91,16 @@ def run_step(step: str, folder: Path, out: Path) -> None:
 
     if step == "python":
         return
+    from logstream.config import SparkSettings, short_input
     from logstream.parsing.detect import resolve_format
     from logstream.parsing.parser import REASON_COLUMN, events, parse
     from logstream.session import get_spark
-    from logstream.sources.files import read_lines
+    from logstream.sources.files import input_files, read_lines
 
-    spark = get_spark()
+    # the session settings logstream batch takes for the same files (the short run's JIT)
+    files = input_files([str(folder)])
+    short = short_input((f, Path(f).stat().st_size) for f in files)
+    spark = get_spark(SparkSettings(short_run=short))
     try:
         if step == "session":
             return

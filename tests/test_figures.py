@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from bench import figures
+
 from tests.conftest import REPO
 
 

@@ -28,7 +28,7 @@ from logstream.cli.filter_options import (
     build_filter,
     check_vhost_pattern,
 )
-from logstream.config import SparkSettings, remote_default, validate_time_zone
+from logstream.config import SparkSettings, remote_default, short_input, validate_time_zone
 from logstream.errors import ConfigError
 
 PathsArgument = Annotated[
@@ -239,11 +239,7 @@ def batch(
         raise ConfigError(str(e)) from e
     extra = spark_conf(conf)  # a bad --conf stops before anything is read
     inputs = expand_inputs(paths)
-    for out in (json_path, html_path):
-        if out is not None and not out.parent.exists():
-            raise ConfigError(
-                f"cannot write {str(out)!r}: directory {str(out.parent)!r} does not exist"
-            )
+    _check_outputs(json_path, html_path)
     tables = ReferenceTables(parse_reference_options(reference))  # checked before Spark starts
     files = input_files(inputs)
     # Spark skips hidden and metadata names without a word: logstream counts and names them
@@ -253,8 +249,7 @@ def batch(
     # otherwise the compressed inputs are read to their end while Spark starts and works
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
-    given = remote_default(remote)  # else $SPARK_REMOTE, as PySpark
-    spark = get_spark(SparkSettings.build(master=master, extra=extra, **given))
+    spark = get_spark(_settings(master, remote, extra, inputs, files))
     # on a terminal: the input's parts read, then the report's steps by name
     console = Console() if progress_enabled(quiet) else None
     progress = _progress(spark, console, files, heavy_hitters, returning)
@@ -293,6 +288,30 @@ def batch(
     if drop_duplicates:
         report["general"]["duplicates_dropped"] = read.get["lines"] - kept.get["lines"]
     _show_and_write(report, quiet=quiet, json_path=json_path, html_path=html_path)
+
+
+def _check_outputs(*paths: Path | None) -> None:
+    """Refuse, before Spark starts, an output file whose directory does not exist."""
+    for out in paths:
+        if out is not None and not out.parent.exists():
+            raise ConfigError(
+                f"cannot write {str(out)!r}: directory {str(out.parent)!r} does not exist"
+            )
+
+
+def _settings(
+    master: str | None,
+    remote: str | None,
+    extra: dict[str, str],
+    inputs: list[str],
+    files: list[str],
+) -> SparkSettings:
+    """The session's settings: ``--remote`` else ``$SPARK_REMOTE``, as PySpark; a short run
+    (the quicker JIT) on a small local input (remote inputs' sizes are not looked at)."""
+    local = all("://" not in str(i) or str(i).startswith("file:") for i in inputs)
+    short = local and short_input((f, _size(f)) for f in files)
+    given = remote_default(remote)
+    return SparkSettings.build(master=master, extra=extra, short_run=short, **given)
 
 
 def _format_options(fmt: Any) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from logstream.jvm import stderr_to
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
+    from logstream.devices import DeviceConfig
+
 devices_app = typer.Typer(
     help="Device and sensor events: windows, alerts, device state.\n\n"
     "Per-device windows, threshold alerts and device state (docs/devices.md).",
@@ -99,13 +101,7 @@ def run(
 
     Example: logstream devices run --input 'data/occupancy_*.txt.gz' --output-dir out/devices
     """
-    from logstream.devices import (
-        DeviceConfig,
-        check_device_model,
-        load_registry,
-        run_device_queries,
-    )
-    from logstream.pipeline.config import interval_seconds
+    from logstream.devices import DeviceConfig, run_device_queries
     from logstream.session import get_spark
 
     cfg = DeviceConfig.build(
@@ -123,12 +119,7 @@ def run(
         join_within=join_within,
         model=model,
     )
-    if cfg.registry is not None:
-        load_registry(cfg.registry)  # checked before the JVM starts
-    check_device_model(cfg)  # likewise: the model's kind and input columns
-    if duration and cfg.trigger == "available-now":
-        raise ConfigError("--duration needs an interval --trigger (available-now stops by itself)")
-    duration_s = interval_seconds(duration) if duration else None
+    duration_s = _checked(cfg, duration)
     stop = threading.Event()  # Ctrl-C or SIGTERM, to the process or its group: a clean stop
     # the JVM's standard error (Spark's log, the traces of a query restarted when its Python
     # worker did not connect back) and Python's log records go to a log file, not the terminal
@@ -151,6 +142,20 @@ def run(
                 f"device query {q.name} failed: {_first_line(error)} ({_trace(log, error)})"
             )
     err_console.print(f"device outputs in {cfg.output_dir}: " + ", ".join(q.name for q in queries))
+
+
+def _checked(cfg: DeviceConfig, duration: str | None) -> float | None:
+    """Check, before the JVM starts, the registry, the model (its kind and input columns) and
+    ``--duration`` (which needs an interval trigger); ``--duration`` in seconds."""
+    from logstream.devices import check_device_model, load_registry
+    from logstream.pipeline.config import interval_seconds
+
+    if cfg.registry is not None:
+        load_registry(cfg.registry)
+    check_device_model(cfg)
+    if duration and cfg.trigger == "available-now":
+        raise ConfigError("--duration needs an interval --trigger (available-now stops by itself)")
+    return interval_seconds(duration) if duration else None
 
 
 def _first_line(error: BaseException) -> str:

@@ -132,11 +132,10 @@ def parse(
         continuous trigger refuses ``current_timestamp()``).
     max_line_bytes : int, optional
         A line of more bytes is quarantined as ``line_too_long`` with its first
-        :data:`LONG_LINE_KEPT` characters, and the format never reads it (one ``octet_length``
-        per line, which UTF-8 strings know without a scan). None: no bound.
+        :data:`LONG_LINE_KEPT` characters; the format never reads it. None: no bound.
     time_text : bool
-        Also keep the time as written in the line, in a last column :data:`TIME_TEXT_COLUMN`
-        (the batch report reads the line's offset from it, not from the whole line).
+        Also keep the time as written, in a last column :data:`TIME_TEXT_COLUMN` (the batch
+        report reads the line's offset from it).
 
     Returns
     -------

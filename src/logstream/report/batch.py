@@ -25,10 +25,11 @@ from pyspark.sql import functions as F
 from logstream.connect import job_description
 from logstream.parsing.detect import LOG_OFFSET_REGEX
 from logstream.reference import ReferenceTables
+from logstream.report.driver import DRIVER_ROWS, DriverRows, collect_rows
 from logstream.report.items import TableRows, ranked_tables
 from logstream.report.panels import PANELS, assemble_panels
 from logstream.report.reference import reference_section
-from logstream.report.sessions import session_summary
+from logstream.report.sessions import SESSION_GAP_S, session_summary
 from logstream.report.views import count_host_days, persisted, view_counts
 from logstream.schema import QUARANTINE_SCHEMA
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
@@ -96,6 +97,7 @@ def build_report(
     protocol_required: bool = False,
     fields: Collection[str] | None = None,
     on_step: Callable[[str], None] | None = None,
+    driver_rows: int = DRIVER_ROWS,
 ) -> dict[str, Any]:
     """Compute the batch report from parsed lines: one pass over them, then a few small jobs
     (the module's docstring).
@@ -107,12 +109,10 @@ def build_report(
     top : int
         Rows in each top-N table, ≥ 1.
     time_zone : str, optional
-        IANA zone for the report's calendar: days of unique visitors and content pages, the
-        labels of hourly traffic and the first and last event. Default (None): the log's own
-        offsets, as GoAccess does: each line's day is the date written in it (its offset,
-        :data:`LOG_OFFSET_REGEX`; UTC for a line without one, such as epoch times), and the
-        hours, first and last event are shown in the most common offset of the lines, which
-        ``general.time_zone`` names (``-04:00``). Event times stay UTC instants.
+        IANA zone of the report's calendar (days of visitors, hours, first and last event).
+        None: the log's own offsets, as GoAccess (a line's day is the date written in it,
+        :data:`LOG_OFFSET_REGEX`, UTC without one; times shown in the most common offset,
+        ``general.time_zone``). Event times stay UTC instants.
     log_format : str
         Name of the format used, echoed in ``general``.
     inputs : list of str, optional
@@ -124,15 +124,11 @@ def build_report(
         (:func:`logstream.sources.drop_duplicate_lines`), echoed in ``general``; ``None``
         when every line was kept.
     corrupt_files : dict of str to str, optional
-        Input files that could not be read to their end, with the error
-        (:func:`logstream.sources.integrity.check_files`); their readable lines are in
-        ``parsed``. Reported in ``general.corrupt_files`` (a count) and
-        ``quarantine.corrupt_files``, and written to ``quarantine_path`` with reason
-        ``corrupt_file``.
+        Input files not readable to their end, with the error (their readable lines are in
+        ``parsed``): counted in ``general``, named in ``quarantine``, written to
+        ``quarantine_path`` with reason ``corrupt_file``.
     reference : ReferenceTables, optional
-        Reference tables (:mod:`logstream.reference`); default: the built-in agent classes
-        and first-segment sections, joined to the report's rows as ``logstream run`` joins
-        them to events.
+        Reference tables (:mod:`logstream.reference`); default: the built-in ones.
     panels, static_extensions, site_host
         GoAccess's panels to compute (default: all), extensions counted as static besides
         GoAccess's, your own site's host (its referrals leave the referrer panels).
@@ -148,6 +144,9 @@ def build_report(
         Called with the name of each step of the work as it starts (the keys of
         :data:`logstream.report.progress.REPORT_STEPS`, in that order: ``read, parse,
         aggregate``, ``tables`` …), for a progress display.
+    driver_rows : int
+        The most rows of the aggregation whose tables the driver computes (pandas,
+        :mod:`logstream.report.driver`); past it, Spark does.
 
     Returns
     -------
@@ -185,16 +184,17 @@ def build_report(
         raise ValueError(f"top must be at least 1, got {top}")
     step = _ON_STEP.set(on_step)
     try:
-        counts, host_days = _count(
+        counts, host_days, rows = _count(
             parsed, time_zone, static_extensions, site_host, protocol_required, fields
         )
         tables = (reference if reference is not None else ReferenceTables()).current
+        driver = DriverRows(collect_rows(counts, tables)) if rows <= driver_rows else None
         general = (time_zone, log_format, inputs or [], len(corrupt_files or {}))
-        report = _tables(counts, host_days, top, tables, panels, fields, general)
+        report = _tables(counts, driver, host_days, top, tables, panels, fields, general)
         quarantined = (report.pop("_small"), quarantine_path, corrupt_files or {})
-        report["quarantine"] = _quarantine(counts, *quarantined)
+        report["quarantine"] = _quarantine(counts, driver, *quarantined)
         _describe(counts, "sessions")
-        report["sessions"] = session_summary(counts.where(F.col("view") == "visit"))
+        report["sessions"] = _sessions(counts, driver)
     finally:
         _release(locals().get("counts"), parsed, step)
     report["general"]["duplicates_dropped"] = duplicates_dropped
@@ -217,9 +217,9 @@ def _count(
     site_host: str | None,
     protocol_required: bool,
     fields: Collection[str] | None,
-) -> tuple[DataFrame, Observation]:
+) -> tuple[DataFrame, Observation, int]:
     """The one aggregation of :func:`logstream.report.views.view_counts`, persisted, under
-    :data:`REPORT_CONF`, and the observation of its hosts per day."""
+    :data:`REPORT_CONF`, the observation of its hosts per day and its number of rows."""
     conf = _ReportConf(parsed.sparkSession)
     try:
         every, host_days = count_host_days(
@@ -234,14 +234,22 @@ def _count(
         )
         counts = persisted(every)
         _describe(counts, "read, parse, aggregate")  # the first job computes the aggregation
-        counts.count()
+        rows = counts.count()
     finally:
         conf.restore()
-    return counts, host_days
+    return counts, host_days, rows
+
+
+def _sessions(counts: DataFrame, driver: DriverRows | None) -> dict[str, Any]:
+    """The report's ``sessions``: from the visit buckets, on the driver or by Spark."""
+    if driver is not None:
+        return driver.sessions(SESSION_GAP_S)
+    return session_summary(counts.where(F.col("view") == "visit"))
 
 
 def _tables(
     counts: DataFrame,
+    driver: DriverRows | None,
     host_days: Observation,
     top: int,
     tables: dict[str, Any],
@@ -250,12 +258,15 @@ def _tables(
     general: tuple[Any, ...],
 ) -> dict[str, Any]:
     """The report but its quarantine and sessions: the small views, then every ranked
-    table in one job (its reference section and GoAccess's panels)."""
+    table (its reference section and GoAccess's panels), on the driver or in one job."""
     panels = [p for p in PANELS if p in panels]
-    small = _small_views(counts)
+    small = driver.small() if driver is not None else _small_views(counts)
     _describe(counts, "tables")
     with_agents = None if fields is None else "user_agent" in fields
-    ranked = ranked_tables(counts, panels, top, tables, with_agents)
+    if driver is not None:
+        ranked = driver.tables(panels, top, tables, with_agents)
+    else:
+        ranked = ranked_tables(counts, panels, top, tables, with_agents)
     report = _build(small, ranked, int(host_days.get["host_days"]), top, *general)
     _describe(counts, "reference")
     report["reference"] = reference_section(ranked, tables, top)
@@ -432,6 +443,7 @@ def _status_and_hours(
 
 def _quarantine(
     counts: DataFrame,
+    driver: DriverRows | None,
     small: list[dict[str, Any]],
     quarantine_path: str | None,
     corrupt_files: dict[str, str],
@@ -451,7 +463,10 @@ def _quarantine(
         )
     )
     _describe(counts, "quarantine")
-    examples = _rows(bad.limit(QUARANTINE_EXAMPLES)) if failed else []
+    if driver is not None:
+        examples = driver.examples(QUARANTINE_EXAMPLES)
+    else:
+        examples = _rows(bad.limit(QUARANTINE_EXAMPLES)) if failed else []
     if quarantine_path:
         if corrupt_files:
             bad = bad.unionByName(

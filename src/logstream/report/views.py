@@ -67,7 +67,7 @@ from logstream.analytics.requests import (
     shown_referrer,
 )
 from logstream.analytics.visitors import local_day
-from logstream.parsing import REASON_COLUMN, fenced
+from logstream.parsing import REASON_COLUMN
 from logstream.parsing.detect import LOG_OFFSET_REGEX
 from logstream.parsing.parser import TIME_TEXT_COLUMN
 
@@ -159,7 +159,7 @@ def view_counts(
         computed: the caller persists it.
     """
     has = (lambda name: True) if fields is None else (lambda name: name in fields)
-    rows = _line_columns(fenced(parsed), time_zone, protocol_required, static_extensions)
+    rows = _line_columns(parsed, time_zone, protocol_required, static_extensions)
     views = _views(has, site_host)
     status = F.col("status")
     projected = rows.select(F.inline(F.array(*views)), "status", "bytes_sent", "_page", "_t")
@@ -252,38 +252,35 @@ def _line_columns(
     protocol_required: bool,
     static_extensions: Sequence[str],
 ) -> DataFrame:
-    """The per-line values the views read, computed once per line (an expression written in
-    two views would run twice): ``_t`` (epoch ms), ``_off`` (the written offset, s), ``_day``
-    (days since the epoch), ``_agent``, ``_target`` and ``_mp`` (the request and its method
-    and protocol), ``_kind`` (:data:`REQUEST_KINDS`), ``_page`` (a content page),
+    """The per-line values the views read, in one projection (Spark computes an expression
+    written twice in one projection once): ``_t`` (epoch ms), ``_off`` (the written offset, s),
+    ``_day`` (days since the epoch), ``_agent``, ``_target`` and ``_mp`` (the request and its
+    method and protocol), ``_kind`` (:data:`REQUEST_KINDS`), ``_page`` (a content page),
     ``_visitor`` (the GoAccess visitor's hash)."""
-    t_ms = F.unix_millis("event_time")
     if time_zone is None:  # each line's calendar day is the date written in it
         # the time as written when the parse kept it (a short text), else the whole line
         fast = TIME_TEXT_COLUMN in rows.columns
         written = F.col(TIME_TEXT_COLUMN if fast else "raw_line")
-        rows = rows.withColumn("_off", _written_offset_seconds(written, fast))
-        day = F.floor((F.unix_seconds("event_time") + F.col("_off")) / 86_400)
+        offset = _written_offset_seconds(written, fast)
+        day = F.floor((F.unix_seconds("event_time") + offset) / 86_400).cast("bigint")
     else:
-        rows = rows.withColumn("_off", F.lit(None).cast("bigint"))
-        day = F.unix_date(local_day(time_zone))
+        offset = F.lit(None).cast("bigint")
+        day = F.unix_date(local_day(time_zone)).cast("bigint")
     target, method_protocol = event_request_target(protocol_required=protocol_required)
-    rows = rows.select(
+    agent = F.coalesce(F.col("user_agent"), F.lit("-"))
+    static = is_static_target(target, static_extensions)
+    kind = F.when(F.col("status") == 404, 2).when(static, 1).otherwise(0)
+    return rows.select(
         "*",
-        t_ms.alias("_t"),
-        day.cast("bigint").alias("_day"),
-        F.coalesce(F.col("user_agent"), F.lit("-")).alias("_agent"),
+        F.unix_millis("event_time").alias("_t"),
+        offset.alias("_off"),
+        day.alias("_day"),
+        agent.alias("_agent"),
         target.alias("_target"),
         method_protocol.alias("_mp"),
         analytics.is_content_page().alias("_page"),
-    )
-    status = F.col("status")
-    static = is_static_target(F.col("_target"), static_extensions)
-    kind = F.when(status == 404, 2).when(static, 1).otherwise(0)
-    return rows.select(
-        "*",
         kind.cast("bigint").alias("_kind"),
-        F.xxhash64("client_host", "_day", "_agent").alias("_visitor"),
+        F.xxhash64("client_host", day, agent).alias("_visitor"),
     )
 
 
