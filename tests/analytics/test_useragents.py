@@ -30,6 +30,11 @@ CASES = [
         "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
         ("Crawlers", "Googlebot 2.1", "Crawlers", "Googlebot 2.1"),
     ),
+    (  # a Chromium browser without a rule of its own: Chrome, as GoAccess counts it
+        "Mozilla/5.0 (Windows NT 6.1; WOW64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Dragon/36.1.1.21 Chrome/36.0.1985.97 Safari/537.36",
+        ("Chrome", "Dragon 36.1.1", "Windows", "Windows 7"),
+    ),
     ("Tiny Tiny RSS/1.11 (http://tt-rss.org/)", None),
     ("something nobody knows", ("Unknown", "Unknown", "Unknown", "Unknown")),
 ]

@@ -112,3 +112,29 @@ def test_a_bad_conf_in_a_config_file_is_named_before_spark_starts(tmp_path, caps
     assert main(["run", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "spark.sql.session.timeZone=CET" in err and "pins UTC" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "detected"),
+    [
+        ("NASA_access_log_Jul95_first2000.log.gz", "combined", "common"),
+        ("elastic_apache_logs_combined_2015.log.gz", "nasa-tsv", "combined"),
+    ],
+)
+def test_a_format_no_line_matches_is_refused_before_spark_starts(
+    name, given, detected, monkeypatch, capsys
+):
+    """A wrong ``--format`` (``combined`` for the Common NASA log) ran 74 s and printed 120
+    lines of empty tables; now one line, before the JVM starts, names the format the first
+    lines look like."""
+    import logstream.session
+
+    def no_spark(*_args, **_kwargs):
+        raise AssertionError("Spark was started before the lines were checked")
+
+    monkeypatch.setattr(logstream.session, "get_spark", no_spark)
+    assert main(["batch", str(data_file(name)), "--format", given]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"none of the first 100 lines matches --format {given}" in err
+    assert err.endswith(f"they look like {detected}: pass --format {detected}, or --format auto")

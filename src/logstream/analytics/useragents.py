@@ -132,13 +132,29 @@ def _named(family: str, *parts: str | None) -> str:
     return f"{family} {version}" if version else family
 
 
+#: Engines GoAccess finds by their token when no browser of its list came first
+#: (``… Dragon/36.1.1.21 Chrome/36.0.1985.97 Safari/537.36`` is Chrome to it): a family
+#: without a category here is counted by the first of these its agent names.
+_ENGINE_TOKENS = (("Chrome/", "Chrome"), ("Firefox/", "Firefox"))
+
+
 def browser_family(family: str | None, user_agent: str) -> str:
-    """GoAccess's browser category for ua-parser's browser ``family`` (None: no rule)."""
+    """GoAccess's browser category for ua-parser's browser ``family`` (None: no rule).
+
+    Examples
+    --------
+    >>> browser_family("Dragon", "Mozilla/5.0 … Dragon/36.1.1.21 Chrome/36.0.1985.97 Safari/537.36")
+    'Chrome'
+    >>> browser_family("Lynx", "Lynx/2.8.8dev.3 libwww-FM/2.14 SSL-MM/1.4.1")
+    'Others'
+    """
     if family is None:
         return OTHERS if user_agent.startswith("Mozilla") else UNKNOWN
     if family.startswith("Opera"):
         return "Opera"
-    return _BROWSERS.get(family, OTHERS)
+    if family in _BROWSERS:
+        return _BROWSERS[family]
+    return next((name for token, name in _ENGINE_TOKENS if token in user_agent), OTHERS)
 
 
 def os_family(family: str | None) -> str:

@@ -216,6 +216,7 @@ def batch(
     from rich.console import Console
 
     from logstream.parsing import parse, resolve_format
+    from logstream.parsing.detect import check_sample
     from logstream.reference import ReferenceTables, parse_reference_options
     from logstream.report.filtering import Filtering, filtered_report, filtered_rows
     from logstream.report.panels import PANELS, check_panels
@@ -228,7 +229,7 @@ def batch(
         read_lines,
         sample_lines,
     )
-    from logstream.sources.files import skipped_files
+    from logstream.sources.files import head_lines, skipped_files
     from logstream.sources.integrity import check_files, raise_if_corrupt
 
     if time_zone is not None:
@@ -242,6 +243,8 @@ def batch(
     _check_outputs(json_path, html_path)
     tables = ReferenceTables(parse_reference_options(reference))  # checked before Spark starts
     files = input_files(inputs)
+    if log_format != "auto" and files:  # a wrong --format: one line now, not empty tables
+        check_sample(resolve_format(log_format), head_lines(files[0]))
     # Spark skips hidden and metadata names without a word: logstream counts and names them
     skipped = skipped_files(inputs)
     if strict:  # before the JVM starts: a corrupt file is an error

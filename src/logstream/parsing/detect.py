@@ -12,6 +12,7 @@ __all__ = [
     "AUTO_CANDIDATES",
     "LOG_OFFSET_REGEX",
     "check_format",
+    "check_sample",
     "detect_format",
     "resolve_format",
     "written_offset",
@@ -89,6 +90,45 @@ def resolve_format(spec: str, sample: Iterable[str] | None = None) -> CompiledFo
     if spec.strip().lower() == "auto":
         return detect_format(sample or [])
     return compile_format(spec)
+
+
+def check_sample(fmt: CompiledFormat, sample: Iterable[str]) -> None:
+    """Refuse a format that matches none of the first lines of the input: a wrong
+    ``--format`` (``combined`` for a Common log) would otherwise quarantine every line and
+    print a report of empty tables. One line matching is enough (a log may start with junk);
+    JSON formats and samples of fewer than 10 lines are not judged.
+
+    Raises
+    ------
+    LogFormatError
+        Naming the format, the first line and, when one matches, the format detected.
+
+    Examples
+    --------
+    >>> from logstream.parsing import compile_format
+    >>> day = ['199.72.81.55 - - [01/Jul/1995:00:00:01 -0400] "GET / HTTP/1.0" 200 6245'] * 10
+    >>> check_sample(compile_format("common"), day)
+    >>> try:
+    ...     check_sample(compile_format("combined"), day)
+    ... except LogFormatError as e:
+    ...     print(str(e).split("; ")[-1])
+    they look like common: pass --format common, or --format auto
+    """
+    lines = [line.rstrip("\r\n") for line in sample if line.strip()]
+    if fmt.is_json or len(lines) < 10:
+        return
+    body = [line for line in lines if not (fmt.header and line.startswith(fmt.header))]
+    if any(fmt.python_regex.match(line) for line in body):
+        return
+    try:
+        name = detect_format(lines).name
+        hint = f"they look like {name}: pass --format {name}, or"
+    except LogFormatError:
+        hint = "pass the log's own format (docs/cli.md), or"
+    raise LogFormatError(
+        f"none of the first {len(lines)} lines matches --format {fmt.name} "
+        f"(first line: {lines[0][:120]!r}); {hint} --format auto"
+    )
 
 
 def check_format(spec: str) -> str:

@@ -10,6 +10,7 @@ batch and streaming alike.
 from __future__ import annotations
 
 import glob
+import gzip
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "expand_inputs",
+    "head_lines",
     "input_files",
     "read_lines",
     "sample_lines",
@@ -203,6 +205,24 @@ def read_lines(spark: SparkSession, paths: Sequence[str | os.PathLike[str]]) -> 
     if any(Path(p).is_dir() for p in checked if not _is_remote(p)):
         reader = reader.option("recursiveFileLookup", "true")
     return reader.load(checked).select("value", F.col("_metadata.file_path").alias("source_file"))
+
+
+#: The most bytes :func:`head_lines` reads of a file.
+HEAD_BYTES = 1 << 20
+
+
+def head_lines(path: str, n: int = 100) -> list[str]:
+    """The first ``n`` complete lines of a local file (gzip by its ``.gz`` name), read in
+    Python before Spark starts: at most :data:`HEAD_BYTES` bytes, decoded as UTF-8 with
+    replacement; empty when the file cannot be read (Spark reports that later)."""
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            head = f.read(HEAD_BYTES)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return []
+    lines = head.decode("utf-8", errors="replace").splitlines()
+    return lines[:n] if len(head) < HEAD_BYTES else lines[: min(n, len(lines) - 1)]
 
 
 def sample_lines(lines: DataFrame, n: int = 100) -> list[str]:
