@@ -433,7 +433,7 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
         tables.append(
             html.Div([html.H3(label), _table(tid, ["item", "hits", "share", "bytes"], rows)])
         )
-    covered = [html.Div(f"The items {note}.", className="hint", id="goaccess-covers")]
+    covered = [html.Div(f"Each panel {note}.", className="hint", id="goaccess-covers")]
     return [heading, *(covered if note else []), html.Div(tables, className="panels")]
 
 

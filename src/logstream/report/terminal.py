@@ -17,7 +17,7 @@ __all__ = ["UNBOUNDED_WIDTH", "render_terminal", "report_console"]
 def _table(title: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]]) -> Table:
     table = Table(title=title, title_justify="left", expand=False)
     for key, header in columns:
-        numeric = key in ("requests", "bytes", "rank", "lines", "hits", "visitors")
+        numeric = key in ("requests", "errors", "bytes", "rank", "lines", "hits", "visitors")
         table.add_column(header, justify="right" if numeric else "left", overflow="fold")
     for row in rows:
         cells = []
