@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from pyspark.sql import functions as F
 from tests.conftest import NASA_JUL_2000, data_file
 from tests.pipeline.helpers import load_bench, nasa_lines, run_in_process, write_chunks
 
@@ -79,41 +78,6 @@ def test_batch_report_on_the_cluster_matches_local(cluster, package, nasa_day, t
     assert report["status_classes"] == {"2xx": 32101, "3xx": 2823, "4xx": 348}
     # the master came from spark-submit, not a default: no executor inside the driver
     assert "local[" not in done.stderr and "Starting executor ID driver" not in done.stderr
-
-
-def test_streaming_pipeline_on_the_cluster_writes_the_outputs(
-    cluster, package, nasa_day, spark, tmp_path
-):
-    write_chunks(nasa_lines(nasa_day), tmp_path / "in", per_file=12000)
-    submit(
-        cluster,
-        package,
-        [
-            "run",
-            "--input-dir",
-            str(tmp_path / "in"),
-            "--output-dir",
-            str(tmp_path / "out"),
-            "--state-dir",
-            str(tmp_path / "state"),
-            "--store",
-            f"sqlite:///{tmp_path / 'store.db'}",
-            "--trigger",
-            "available-now",
-            "--format",
-            "common",
-            "--quiet",
-        ],
-        tmp_path,
-    )
-    events = spark.read.parquet(str(tmp_path / "out" / "events"))
-    assert events.count() == 35272  # every line counts
-    traffic = spark.read.parquet(str(tmp_path / "out" / "traffic_per_minute"))
-    assert traffic.count() == 1422
-    assert (
-        traffic.agg(F.sum("requests")).first()[0]
-        == events.where(F.col("event_time") < "1995-07-10 03:49:00").count()
-    )
 
 
 def test_a_cluster_losing_an_executor_mid_micro_batch_changes_no_output(

@@ -29,5 +29,8 @@ def test_the_driver_s_tables_equal_spark_s(spark, name, fmt):
     assert on_driver["general"]["total_requests"] > 9_000
     assert on_driver["sessions"]["sessions"] > 0
     for key in sorted(set(on_driver) | set(in_spark)):
+        if isinstance(on_driver.get(key), dict) and "data" in on_driver[key]:
+            pairs = zip(on_driver[key]["data"], in_spark[key]["data"], strict=True)
+            assert [a for a, b in pairs if a != b] == [], key  # the first items that differ
         assert on_driver.get(key) == in_spark.get(key), key
     assert DRIVER_ROWS >= 100_000  # the real logs above take the driver's path by default

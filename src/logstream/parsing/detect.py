@@ -93,15 +93,16 @@ def resolve_format(spec: str, sample: Iterable[str] | None = None) -> CompiledFo
 
 
 def check_sample(fmt: CompiledFormat, sample: Iterable[str]) -> None:
-    """Refuse a format that matches none of the first lines of the input: a wrong
-    ``--format`` (``combined`` for a Common log) would otherwise quarantine every line and
-    print a report of empty tables. One line matching is enough (a log may start with junk);
-    JSON formats and samples of fewer than 10 lines are not judged.
+    """Refuse a format that matches none of the first lines of the input when another
+    format matches them: a wrong ``--format`` (``combined`` for a Common log) would otherwise
+    quarantine every line and print a report of empty tables. One line matching is enough (a
+    log may start with junk); lines no format fits are left to the quarantine; JSON formats
+    and samples of fewer than 10 lines are not judged.
 
     Raises
     ------
     LogFormatError
-        Naming the format, the first line and, when one matches, the format detected.
+        Naming the format, the first line and the format detected.
 
     Examples
     --------
@@ -122,12 +123,12 @@ def check_sample(fmt: CompiledFormat, sample: Iterable[str]) -> None:
         return
     try:
         name = detect_format(lines).name
-        hint = f"they look like {name}: pass --format {name}, or"
     except LogFormatError:
-        hint = "pass the log's own format (docs/cli.md), or"
+        return  # no format fits them: the report quarantines them (format_mismatch)
     raise LogFormatError(
         f"none of the first {len(lines)} lines matches --format {fmt.name} "
-        f"(first line: {lines[0][:120]!r}); {hint} --format auto"
+        f"(first line: {lines[0][:120]!r}); they look like {name}: pass --format {name}, or "
+        "--format auto"
     )
 
 

@@ -188,7 +188,7 @@ def build_report(
             parsed, time_zone, static_extensions, site_host, protocol_required, fields
         )
         tables = (reference if reference is not None else ReferenceTables()).current
-        driver = DriverRows(collect_rows(counts, tables)) if rows <= driver_rows else None
+        driver = _on_driver(counts, tables) if rows <= driver_rows else None
         general = (time_zone, log_format, inputs or [], len(corrupt_files or {}))
         report = _tables(counts, driver, host_days, top, tables, panels, fields, general)
         quarantined = (report.pop("_small"), quarantine_path, corrupt_files or {})
@@ -238,6 +238,18 @@ def _count(
     finally:
         conf.restore()
     return counts, host_days, rows
+
+
+def _on_driver(counts: DataFrame, tables: dict[str, Any]) -> DriverRows | None:
+    """The aggregation's rows on the driver; None when a text of them is not valid UTF-8 (a
+    raw line of bytes that are not text), which Arrow refuses: Spark's path decodes it as its
+    ``collect`` does, with replacement characters."""
+    import pyarrow as pa
+
+    try:
+        return DriverRows(collect_rows(counts, tables))
+    except pa.ArrowException:
+        return None
 
 
 def _sessions(counts: DataFrame, driver: DriverRows | None) -> dict[str, Any]:
