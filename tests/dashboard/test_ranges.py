@@ -135,3 +135,43 @@ def test_the_span_covered_counts_the_windows_written_ahead_of_the_ledger(tmp_pat
     assert (
         "covers the last 2 h of the range (the store keeps it for --store-retention 2 h)" in title
     )
+
+
+def test_a_chart_not_computed_says_why_the_log_format_or_queries(tmp_path):
+    """Issue 62 item 10: on a plain ``make run`` (the NASA day, Common format) the agents
+    chart said "Not computed: the pipeline runs without traffic_by_agent." though the user
+    turned nothing off: a format without user agents has no such view, and the chart says so;
+    an output left out by ``--queries`` still says that."""
+    traffic = [traffic_row(k, 10) for k in range(5)]
+    for log_format, why in [
+        ("common", "Not computed: the log format common has no user agent."),
+        ("combined", "Not computed: the pipeline runs without traffic_by_agent (--queries)."),
+    ]:
+        path = tmp_path / f"{log_format}.db"
+        store = new_store(path, log_format=log_format, queries="traffic_per_minute,trending_pages")
+        commit(store, 0, traffic=traffic)
+        snap = read_snapshot(path, Filters.build("all"))
+        figure = dimension_figure(snap, "agents")
+        texts = [a["text"] for a in figure["layout"].get("annotations", [])]
+        assert why in texts or why in str(figure["layout"]), (log_format, figure["layout"])
+
+
+def test_the_last_minutes_slider_s_marks_never_touch():
+    """Issue 62 item 6: the marks 1, 5, 15, 30 and 60 on a slider of 1–60 put "1" and "5"
+    side by side, read as "15 15 30 60". Marks are at least a sixth of the slider apart, and
+    the value chosen is shown under the handle."""
+    from logstream.dashboard.explore import explore_section
+
+    def sliders(node):
+        if getattr(node, "id", None) == "explore-minutes":
+            yield node
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, list) else [children]:
+            if child is not None and hasattr(child, "to_plotly_json"):
+                yield from sliders(child)
+
+    (slider,) = list(sliders(explore_section()))
+    marks = sorted(slider.marks)
+    gaps = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+    assert min(gaps) >= (slider.max - slider.min) / 6, marks
+    assert slider.tooltip["always_visible"] is True

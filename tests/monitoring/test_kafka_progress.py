@@ -86,6 +86,11 @@ def test_the_store_keeps_the_latest_offsets_and_adds_the_lost_messages(tmp_path)
         "messages not read yet, 1 partition; 7 deleted before read",
     )
     assert rows(output(out, "health"), "kafka-table") == [["0", "40", "45", "5"]]
+    # issue 62 item 7: numbers sat right under left-aligned headings, each value under the
+    # neighbouring column: a heading is aligned as its column's cells are
+    table = find(output(out, "health"), "kafka-table")
+    heads = table.children[0].children.children
+    assert [h.className for h in heads] == ["n"] * 4
 
 
 def test_a_run_without_kafka_shows_none_of_it(tmp_path):

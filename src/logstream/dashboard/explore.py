@@ -23,6 +23,7 @@ from logstream.dashboard.explore_data import (
     ExploreView,
     read_explore,
 )
+from logstream.dashboard.panels import data_table
 
 __all__ = ["explore_section", "register_explore", "render_explore"]
 
@@ -71,7 +72,10 @@ def explore_section() -> html.Div:
                     max=60,
                     step=1,
                     value=5,
-                    marks={m: str(m) for m in (1, 5, 15, 30, 60)},
+                    # marks far enough apart that their labels never touch ("1 5" read
+                    # as "15"); the value chosen is shown under the handle
+                    marks={m: str(m) for m in (1, 15, 30, 45, 60)},
+                    tooltip={"placement": "bottom", "always_visible": True},
                 ),
                 "N of the live panel",
             ),
@@ -112,10 +116,6 @@ def _share(value: int, total: int) -> str:
     return f"{value / total:.1%}" if total else ""
 
 
-def _table(tid: str, heads: list[str], rows: list[Any]) -> html.Table:
-    return html.Table([html.Thead(html.Tr([html.Th(h) for h in heads])), html.Tbody(rows)], id=tid)
-
-
 def _live(view: ExploreView) -> list[Any]:
     last = view.last
     if last is None:
@@ -128,9 +128,9 @@ def _live(view: ExploreView) -> list[Any]:
             id="live-status",
         ),
         html.H4("Top pages (requested files)"),
-        _table("live-pages", ["page", "hits", "share"], _rows(last.pages, last.requests)),
+        data_table("live-pages", ["page", "hits", "share"], _rows(last.pages, last.requests)),
         html.H4("Top clients"),
-        _table("live-clients", ["client", "hits", "share"], _rows(last.clients, last.requests)),
+        data_table("live-clients", ["client", "hits", "share"], _rows(last.clients, last.requests)),
     ]
 
 
@@ -151,7 +151,7 @@ def _sites(view: ExploreView) -> list[Any]:
     ]
     return [
         html.H3(f"Sites ({view.start[:16]} – {view.end[:16]})"),
-        _table("explore-sites-table", ["site", "requests", "bytes", "share"], rows),
+        data_table("explore-sites-table", ["site", "requests", "bytes", "share"], rows),
     ]
 
 
@@ -188,7 +188,7 @@ def _compare(view: ExploreView) -> list[Any]:
                     ]
                 )
             )
-        out += [html.H4(_TITLES.get(table, table)), _table(f"compare-{table}", heads, rows)]
+        out += [html.H4(_TITLES.get(table, table)), data_table(f"compare-{table}", heads, rows)]
     return out
 
 

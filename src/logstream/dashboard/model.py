@@ -58,6 +58,7 @@ __all__ = [
     "epoch_s",
     "interval_s",
     "iso",
+    "not_computed",
     "store_path_from_url",
 ]
 
@@ -511,6 +512,8 @@ class Snapshot:
     edition: str = "structured"
     #: the offset the log is written in (``-04:00``; ``pipeline_state``), None when unknown
     log_offset: str | None = None
+    #: the log format the pipeline parses (``pipeline_state``), None when unknown
+    log_format: str | None = None
     #: how long the store keeps the reference and panel views (``--store-retention``)
     store_retention: str | None = None
     #: the first traffic window in the range (ISO UTC): where the range's data begins
@@ -601,6 +604,35 @@ class Snapshot:
         )
         return f"covers the last {span} of {what}{kept}"
 
+    def not_computed(self, output: str) -> str:
+        """Why the pipeline writing this store has no ``output`` (:func:`not_computed`)."""
+        return not_computed(output, self.log_format)
+
     def query_off(self, name: str) -> bool:
         """Whether the pipeline writing this store runs without query ``name`` (``--queries``)."""
         return self.queries is not None and name not in self.queries
+
+
+def not_computed(output: str, log_format: str | None) -> str:
+    """Why a pipeline that parses ``log_format`` has no ``output``: a format without user
+    agents has no ``traffic_by_agent`` (every event would be ``unknown``), else ``--queries``
+    left it out.
+
+    Examples
+    --------
+    >>> not_computed("traffic_by_agent", "common")
+    'Not computed: the log format common has no user agent.'
+    >>> not_computed("traffic_by_agent", "combined")
+    'Not computed: the pipeline runs without traffic_by_agent (--queries).'
+    """
+    if output == "traffic_by_agent" and log_format:
+        from logstream.errors import LogFormatError
+        from logstream.parsing.logformat import compile_format
+
+        try:
+            fields = compile_format(log_format).fields
+        except LogFormatError:
+            fields = ("user_agent",)
+        if "user_agent" not in fields:
+            return f"Not computed: the log format {log_format} has no user agent."
+    return f"Not computed: the pipeline runs without {output} (--queries)."

@@ -37,6 +37,7 @@ from logstream.units import human_bytes, plural
 __all__ = [
     "alerts_panel",
     "bots_panel",
+    "data_table",
     "examples_tables",
     "fmt_duration",
     "fmt_number",
@@ -128,7 +129,7 @@ def trending_panel(snap: Snapshot) -> list[Any]:
             )
         )
     headings = ["#", "page", "requests", "vs prev.", f"last {plural(len(tr.trend_ends), 'window')}"]
-    table = _table("trending-table", headings, rows)
+    table = data_table("trending-table", headings, rows)
     return [heading, window, table]
 
 
@@ -207,7 +208,7 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
             )
         )
     headings = [f"minute ({snap.zone_name})", "series", "metric", "", "value", "mean ± std", "z"]
-    table = _table("alerts-table", headings, rows)
+    table = data_table("alerts-table", headings, rows)
     return [heading, hint, html.Div(table, className="scroll")]
 
 
@@ -264,7 +265,7 @@ def bots_panel(snap: Snapshot) -> list[Any]:
         "static",
         "robots.txt",
     ]
-    table = _table("bots-table", headings, rows)
+    table = data_table("bots-table", headings, rows)
     return [heading, hint, summary, html.Div(table, className="scroll")]
 
 
@@ -291,7 +292,7 @@ def _clients_table(tid: str, clients: list[TopClient], total: int, by: str) -> h
                 f"{plural(c.bytes, 'byte')}",
             )
         )
-    return _table(tid, ["#", "client", by, "share"], rows)
+    return data_table(tid, ["#", "client", by, "share"], rows)
 
 
 def top_clients_panel(snap: Snapshot) -> list[Any]:
@@ -345,7 +346,7 @@ def _dimension_table(tid: str, label: str, d: DimensionTraffic, limit: int) -> h
         )
         for key, requests in list(d.requests.items())[:limit]
     ]
-    return _table(tid, [label, "requests", "share", "errors ≥400", "error rate"], rows)
+    return data_table(tid, [label, "requests", "share", "errors ≥400", "error rate"], rows)
 
 
 def reference_panel(snap: Snapshot) -> list[Any]:
@@ -410,7 +411,7 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
             html.Div(
                 [
                     html.H3(PANEL_TITLES["visitors"] + " (UTC)"),
-                    _table("panel-visitors-table", ["day", "hits", "visitors", "bytes"], rows),
+                    data_table("panel-visitors-table", ["day", "hits", "visitors", "bytes"], rows),
                 ]
             )
         )
@@ -431,7 +432,7 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
         label = f"{title}: {plural(count, 'item')}"
         tid = f"panel-{panel.replace('_', '-')}-table"
         tables.append(
-            html.Div([html.H3(label), _table(tid, ["item", "hits", "share", "bytes"], rows)])
+            html.Div([html.H3(label), data_table(tid, ["item", "hits", "share", "bytes"], rows)])
         )
     covered = [html.Div(f"Each panel {note}.", className="hint", id="goaccess-covers")]
     return [heading, *(covered if note else []), html.Div(tables, className="panels")]
@@ -494,7 +495,7 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
             "pages",
             "bytes",
         ]
-        table = _table("sessions-table", headings, rows)
+        table = data_table("sessions-table", headings, rows)
     return [
         heading,
         html.Div(summary, className="hint", id="sessions-summary"),
@@ -519,11 +520,16 @@ def url_cell(text: str | None) -> html.Td:
     return html.Td(children[:-1], className="url")
 
 
-def _table(tid: str, headings: list[str], rows: list[Any]) -> html.Table:
-    """Table ``tid``: a head row of ``headings``, then the body ``rows`` (``html.Tr``)."""
-    return html.Table(
-        [html.Thead(html.Tr([html.Th(h) for h in headings])), html.Tbody(rows)], id=tid
-    )
+def data_table(tid: str, headings: list[str], rows: list[Any]) -> html.Table:
+    """Table ``tid``: a head row of ``headings``, then the body ``rows`` (``html.Tr``); a
+    heading sits as its column's cells do (right-aligned over numbers, class ``n``)."""
+    first = rows[0].children if rows and isinstance(rows[0].children, list) else []
+    classes = [getattr(cell, "className", None) for cell in first]
+    heads = [
+        html.Th(h, className="n") if i < len(classes) and classes[i] == "n" else html.Th(h)
+        for i, h in enumerate(headings)
+    ]
+    return html.Table([html.Thead(html.Tr(heads)), html.Tbody(rows)], id=tid)
 
 
 def _records_table(
@@ -544,7 +550,7 @@ def _records_table(
         )
         for r in records
     ]
-    return _table(tid, [heading for _, heading, _ in columns], rows)
+    return data_table(tid, [heading for _, heading, _ in columns], rows)
 
 
 def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
