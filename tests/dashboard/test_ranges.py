@@ -4,6 +4,7 @@ time range each panel covers, how names break in its tables and which zone its t
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from logstream.dashboard.app import refresh_outputs
@@ -172,6 +173,28 @@ def test_the_last_minutes_slider_s_marks_never_touch():
 
     (slider,) = list(sliders(explore_section()))
     marks = sorted(slider.marks)
-    gaps = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(marks)]
     assert min(gaps) >= (slider.max - slider.min) / 6, marks
     assert slider.tooltip["always_visible"] is True
+
+
+def test_an_empty_goaccess_panel_says_why_instead_of_headings_only():
+    """Issue 62 item 5: under a filter "Static files" and "Not found" were tables of headings
+    with no row and no word, and "Referring sites" of a log without referrers the same."""
+    from types import SimpleNamespace
+
+    from logstream.dashboard.panels import _no_items
+
+    def snap(log_format, **filters):
+        return SimpleNamespace(log_format=log_format, filters=Filters.build("all", **filters))
+
+    assert _no_items(snap("common"), "referring_sites") == (
+        "None: the log format common has no referrer."
+    )
+    assert _no_items(snap("combined"), "static_requests") == "None in this range."
+    assert _no_items(snap("combined", status_classes=["4xx"]), "static_requests") == (
+        "None under the filters chosen."
+    )
+    assert _no_items(snap("combined", url_prefix="/api"), "not_found") == (
+        "None under the filters chosen."
+    )

@@ -23,7 +23,7 @@ from logstream.dashboard.explore_data import (
     ExploreView,
     read_explore,
 )
-from logstream.dashboard.panels import data_table
+from logstream.dashboard.tables import data_table
 
 __all__ = ["explore_section", "register_explore", "render_explore"]
 

@@ -56,6 +56,7 @@ __all__ = [
     "Visitors",
     "ago",
     "epoch_s",
+    "format_lacks",
     "interval_s",
     "iso",
     "not_computed",
@@ -625,14 +626,26 @@ def not_computed(output: str, log_format: str | None) -> str:
     >>> not_computed("traffic_by_agent", "combined")
     'Not computed: the pipeline runs without traffic_by_agent (--queries).'
     """
-    if output == "traffic_by_agent" and log_format:
-        from logstream.errors import LogFormatError
-        from logstream.parsing.logformat import compile_format
-
-        try:
-            fields = compile_format(log_format).fields
-        except LogFormatError:
-            fields = ("user_agent",)
-        if "user_agent" not in fields:
-            return f"Not computed: the log format {log_format} has no user agent."
+    if output == "traffic_by_agent" and format_lacks(log_format, "user_agent"):
+        return f"Not computed: the log format {log_format} has no user agent."
     return f"Not computed: the pipeline runs without {output} (--queries)."
+
+
+def format_lacks(log_format: str | None, name: str) -> bool:
+    """Whether the log format ``log_format`` (a name or a LogFormat string) has no field
+    ``name``; False when the format is unknown or cannot be compiled.
+
+    Examples
+    --------
+    >>> format_lacks("common", "referrer"), format_lacks("combined", "referrer")
+    (True, False)
+    """
+    if not log_format:
+        return False
+    from logstream.errors import LogFormatError
+    from logstream.parsing.logformat import compile_format
+
+    try:
+        return name not in compile_format(log_format).fields
+    except LogFormatError:
+        return False

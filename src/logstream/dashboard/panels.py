@@ -24,6 +24,7 @@ from dash import html
 from logstream.config import PANEL_TITLES
 from logstream.dashboard.figures import QUERY_OFF, plot_time, sparkline_uri
 from logstream.dashboard.model import (
+    STATUS_CLASSES,
     TIME_RANGES,
     Alert,
     DimensionTraffic,
@@ -31,13 +32,14 @@ from logstream.dashboard.model import (
     TopClient,
     TopClients,
     Trending,
+    format_lacks,
 )
+from logstream.dashboard.tables import data_table
 from logstream.units import human_bytes, plural
 
 __all__ = [
     "alerts_panel",
     "bots_panel",
-    "data_table",
     "examples_tables",
     "fmt_duration",
     "fmt_number",
@@ -431,11 +433,25 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
         title = PANEL_TITLES[panel] + (" (countries)" if panel == "geolocation" else "")
         label = f"{title}: {plural(count, 'item')}"
         tid = f"panel-{panel.replace('_', '-')}-table"
-        tables.append(
-            html.Div([html.H3(label), data_table(tid, ["item", "hits", "share", "bytes"], rows)])
+        shown = (
+            data_table(tid, ["item", "hits", "share", "bytes"], rows)
+            if rows
+            else html.Div(_no_items(snap, panel), className="empty", id=f"{tid}-empty")
         )
+        tables.append(html.Div([html.H3(label), shown]))
     covered = [html.Div(f"Each panel {note}.", className="hint", id="goaccess-covers")]
     return [heading, *(covered if note else []), html.Div(tables, className="panels")]
+
+
+def _no_items(snap: Snapshot, panel: str) -> str:
+    """What an empty GoAccess panel says instead of a table of headings only: the log has
+    no such field, the filters leave none, or the range holds none."""
+    field = {"referrers": "referrer", "referring_sites": "referrer", "remote_user": "user"}
+    if panel in field and format_lacks(snap.log_format, field[panel]):
+        return f"None: the log format {snap.log_format} has no {field[panel]}."
+    f = snap.filters
+    narrowed = f.url_prefix or f.status_classes != STATUS_CLASSES or f.sections or f.agent_classes
+    return "None under the filters chosen." if narrowed else "None in this range."
 
 
 def sessions_panel(snap: Snapshot) -> list[Any]:
@@ -518,18 +534,6 @@ def url_cell(text: str | None) -> html.Td:
         if part:
             children += [part, html.Wbr()]
     return html.Td(children[:-1], className="url")
-
-
-def data_table(tid: str, headings: list[str], rows: list[Any]) -> html.Table:
-    """Table ``tid``: a head row of ``headings``, then the body ``rows`` (``html.Tr``); a
-    heading sits as its column's cells do (right-aligned over numbers, class ``n``)."""
-    first = rows[0].children if rows and isinstance(rows[0].children, list) else []
-    classes = [getattr(cell, "className", None) for cell in first]
-    heads = [
-        html.Th(h, className="n") if i < len(classes) and classes[i] == "n" else html.Th(h)
-        for i, h in enumerate(headings)
-    ]
-    return html.Table([html.Thead(html.Tr(heads)), html.Tbody(rows)], id=tid)
 
 
 def _records_table(
