@@ -198,3 +198,16 @@ def test_an_empty_goaccess_panel_says_why_instead_of_headings_only():
     assert _no_items(snap("combined", url_prefix="/api"), "not_found") == (
         "None under the filters chosen."
     )
+
+
+def test_the_site_a_url_chooses_is_an_option_of_the_site_selector():
+    """Issue 62 item 2: ``/?site=b.example&minutes=15&since=1h`` set the minutes and the
+    range but left the site selector on "all sites": the dropdown drops a value that none of
+    its options has, and the options came from the store's rows."""
+    from logstream.dashboard.explore import render_explore
+    from logstream.dashboard.explore_data import Explore, ExploreView
+
+    controls = Explore.from_query("?site=b.example&minutes=15&since=1h")
+    assert (controls.site, controls.minutes, controls.since) == ("b.example", 15, "1h")
+    options = render_explore(ExploreView(controls))[-1]
+    assert {"label": "b.example", "value": "b.example"} in options

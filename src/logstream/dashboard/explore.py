@@ -201,9 +201,13 @@ def _num(value: int | None, signed: bool = False) -> str:
 def render_explore(view: ExploreView) -> tuple[Any, ...]:
     """The section's panels for ``view``: the message, the last minutes, the sites, the
     comparison, and the site selector's options."""
-    options = [{"label": ALL_SITES, "value": ALL_SITES}] + [
-        {"label": r.site, "value": r.site} for r in view.sites if r.site != ALL_SITES
-    ]
+    sites = [r.site for r in view.sites if r.site != ALL_SITES]
+    chosen = view.controls.site
+    if chosen and chosen != ALL_SITES and chosen not in sites:
+        # the site a URL chose is an option even before (or without) its rows: a dropdown
+        # drops a value that none of its options has, and showed "all sites" instead
+        sites.append(chosen)
+    options = [{"label": ALL_SITES, "value": ALL_SITES}] + [{"label": s, "value": s} for s in sites]
     return (view.message, _live(view), _sites(view), _compare(view), options)
 
 
