@@ -211,3 +211,23 @@ def test_the_site_a_url_chooses_is_an_option_of_the_site_selector():
     assert (controls.site, controls.minutes, controls.since) == ("b.example", 15, "1h")
     options = render_explore(ExploreView(controls))[-1]
     assert {"label": "b.example", "value": "b.example"} in options
+
+
+def test_the_last_minutes_say_that_the_filter_and_site_do_not_narrow_them():
+    """Issue 62 item 1: with site b.example and ``status = 404`` chosen, "the last N minutes"
+    showed 300 requests, all of c.example's, without a word: it reads the store's minute
+    windows, which hold every event. It says so when a filter or a site is chosen."""
+    from logstream.dashboard.explore import _live
+    from logstream.dashboard.explore_data import Explore, ExploreView, LastMinutes
+
+    last = LastMinutes(5, "1995-07-09T12:53:00Z", "1995-07-09T12:58:00Z", 300, {"2xx": 300})
+
+    def hint(query):
+        view = ExploreView(Explore.from_query(query), last=last)
+        found = [p for p in _live(view) if getattr(p, "id", None) == "live-unfiltered"]
+        return found[0].children if found else None
+
+    assert hint("") is None
+    assert hint("?site=b.example").startswith("Every site and every request: the site chosen")
+    both = hint("?site=b.example&filter=status%20%3D%20404")
+    assert "the filter and the site chosen above" in both

@@ -121,8 +121,24 @@ def _live(view: ExploreView) -> list[Any]:
     if last is None:
         return [html.H3("The last minutes"), html.P(view.message or "No event yet.")]
     status = " · ".join(f"{c} {n:,}" for c, n in last.status.items())
+    c = view.controls
+    site = c.site not in ("", ALL_SITES)
+    narrowed = [w for w, on in (("the filter", bool(c.filter)), ("the site", site)) if on]
+    unfiltered = (  # the live panel reads the store's minute windows, which hold every event
+        [
+            html.P(
+                f"Every site and every request: {' and '.join(narrowed)} chosen above "
+                "narrow the sites and the comparison, not these minutes.",
+                className="hint",
+                id="live-unfiltered",
+            )
+        ]
+        if narrowed
+        else []
+    )
     return [
         html.H3(f"The last {last.minutes} minutes ({last.start[11:16]}–{last.end[11:16]} UTC)"),
+        *unfiltered,
         html.P(
             [html.B(f"{last.requests:,}", id="live-requests"), f" requests · {status}"],
             id="live-status",
