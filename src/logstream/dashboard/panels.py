@@ -626,9 +626,12 @@ def _kafka_table(snap: Snapshot) -> list[Any]:
     if not k:
         return []
     lost = f"; {plural(k['lost'], 'message')} deleted before they were read" if k["lost"] else ""
+    # Spark measures the input rate between two triggers: the first micro-batch has none
+    # (it reports 0), and the tile shows a dash for it, as here
+    rate_in = None if k.get("batch_id") == 0 else k.get("input_rows_per_s")
     title = (
         f"Kafka topic {k.get('topic')} (batch {k.get('batch_id')}): "
-        f"{fmt_number(k.get('input_rows_per_s'))} rows/s in, "
+        f"{fmt_number(rate_in)} rows/s in, "
         f"{fmt_number(k.get('processed_rows_per_s'))} processed, lag {fmt_number(k.get('lag'))}"
         + lost
     )
