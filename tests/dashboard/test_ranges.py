@@ -217,17 +217,35 @@ def test_the_last_minutes_say_that_the_filter_and_site_do_not_narrow_them():
     """Issue 62 item 1: with site b.example and ``status = 404`` chosen, "the last N minutes"
     showed 300 requests, all of c.example's, without a word: it reads the store's minute
     windows, which hold every event. It says so when a filter or a site is chosen."""
-    from logstream.dashboard.explore import _live
+    from logstream.dashboard.explore import render_explore
     from logstream.dashboard.explore_data import Explore, ExploreView, LastMinutes
 
     last = LastMinutes(5, "1995-07-09T12:53:00Z", "1995-07-09T12:58:00Z", 300, {"2xx": 300})
 
     def hint(query):
         view = ExploreView(Explore.from_query(query), last=last)
-        found = [p for p in _live(view) if getattr(p, "id", None) == "live-unfiltered"]
+        found = [p for p in render_explore(view)[1] if getattr(p, "id", None) == "live-unfiltered"]
         return found[0].children if found else None
 
     assert hint("") is None
     assert hint("?site=b.example").startswith("Every site and every request: the site chosen")
     both = hint("?site=b.example&filter=status%20%3D%20404")
     assert "the filter and the site chosen above" in both
+
+
+def test_explore_shows_its_times_in_the_page_s_zone():
+    """Issue 62 item 3: with "Times: the log's offset" the tiles said −04:00 while Explore
+    said "12:53–12:58 UTC". Explore's times follow the page's choice."""
+    from logstream.dashboard.explore import render_explore
+    from logstream.dashboard.explore_data import Explore, ExploreView, LastMinutes
+
+    last = LastMinutes(5, "1995-07-09T16:53:00Z", "1995-07-09T16:58:00Z", 10, {"2xx": 10})
+    view = ExploreView(Explore(), last=last, log_offset="-04:00")
+
+    def heading(zone):
+        return render_explore(view, zone)[1][0].children
+
+    assert heading("log") == "The last 5 minutes (12:53–12:58 -04:00)"
+    assert heading("utc") == "The last 5 minutes (16:53–16:58 UTC)"
+    view.log_offset = None  # a store that does not record it: UTC, said so
+    assert heading("log") == "The last 5 minutes (16:53–16:58 UTC)"

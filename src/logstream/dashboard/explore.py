@@ -10,6 +10,8 @@ not touched.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from logstream.dashboard.explore_data import (
     ExploreView,
     read_explore,
 )
+from logstream.dashboard.model import offset_seconds
 from logstream.dashboard.tables import data_table
 
 __all__ = ["explore_section", "register_explore", "render_explore"]
@@ -116,7 +119,29 @@ def _share(value: int, total: int) -> str:
     return f"{value / total:.1%}" if total else ""
 
 
-def _live(view: ExploreView) -> list[Any]:
+@dataclass(frozen=True)
+class _Clock:
+    """The times of the section as the page shows them: in the log's offset or in UTC (the
+    page's "Times" choice, :attr:`logstream.dashboard.model.Filters.zone`)."""
+
+    offset_s: int = 0
+    name: str = "UTC"
+
+    @classmethod
+    def of(cls, view: ExploreView, zone: str | None) -> _Clock:
+        if zone == "utc" or not view.log_offset:
+            return cls()
+        return cls(offset_seconds(view.log_offset), view.log_offset)
+
+    def at(self, iso: str, day: bool = False) -> str:
+        """``1995-07-09T16:53:00Z`` → ``12:53`` at ``-04:00`` (with ``day``, the date too)."""
+        if not iso:
+            return ""
+        t = datetime.fromisoformat(iso.replace("Z", "+00:00")) + timedelta(seconds=self.offset_s)
+        return t.strftime("%Y-%m-%d %H:%M" if day else "%H:%M")
+
+
+def _live(view: ExploreView, clock: _Clock) -> list[Any]:
     last = view.last
     if last is None:
         return [html.H3("The last minutes"), html.P(view.message or "No event yet.")]
@@ -137,7 +162,10 @@ def _live(view: ExploreView) -> list[Any]:
         else []
     )
     return [
-        html.H3(f"The last {last.minutes} minutes ({last.start[11:16]}–{last.end[11:16]} UTC)"),
+        html.H3(
+            f"The last {last.minutes} minutes ({clock.at(last.start)}–{clock.at(last.end)} "
+            f"{clock.name})"
+        ),
         *unfiltered,
         html.P(
             [html.B(f"{last.requests:,}", id="live-requests"), f" requests · {status}"],
@@ -171,14 +199,15 @@ def _sites(view: ExploreView) -> list[Any]:
     ]
 
 
-def _compare(view: ExploreView) -> list[Any]:
+def _compare(view: ExploreView, clock: _Clock) -> list[Any]:
     if not view.comparison:
         return [html.H3("Range against the one before"), html.P(view.message or "")]
     g = view.comparison["general"]
     heads = ["item", "hits", "Δ hits", "bytes", "Δ bytes", ""]
     out: list[Any] = [
         html.H3(
-            f"{view.start} – {view.end} against {view.previous_start} – {view.start}"
+            f"{clock.at(view.start, True)} – {clock.at(view.end, True)} against "
+            f"{clock.at(view.previous_start, True)} – {clock.at(view.start, True)} {clock.name}"
             + (" (events)" if view.source == "events" else "")
         ),
         html.P(
@@ -214,9 +243,11 @@ def _num(value: int | None, signed: bool = False) -> str:
     return f"{value:+,}" if signed else f"{value:,}"
 
 
-def render_explore(view: ExploreView) -> tuple[Any, ...]:
+def render_explore(view: ExploreView, zone: str | None = "log") -> tuple[Any, ...]:
     """The section's panels for ``view``: the message, the last minutes, the sites, the
-    comparison, and the site selector's options."""
+    comparison, and the site selector's options; times in the page's ``zone`` (``log``:
+    the log's offset, ``utc``)."""
+    clock = _Clock.of(view, zone)
     sites = [r.site for r in view.sites if r.site != ALL_SITES]
     chosen = view.controls.site
     if chosen and chosen != ALL_SITES and chosen not in sites:
@@ -224,7 +255,7 @@ def render_explore(view: ExploreView) -> tuple[Any, ...]:
         # drops a value that none of its options has, and showed "all sites" instead
         sites.append(chosen)
     options = [{"label": ALL_SITES, "value": ALL_SITES}] + [{"label": s, "value": s} for s in sites]
-    return (view.message, _live(view), _sites(view), _compare(view), options)
+    return (view.message, _live(view, clock), _sites(view), _compare(view, clock), options)
 
 
 def register_explore(app: Dash, store_path: Path | str) -> None:
@@ -274,6 +305,8 @@ def register_explore(app: Dash, store_path: Path | str) -> None:
         Output("explore-site", "options"),
         Input("explore-tick", "n_intervals"),
         Input("explore-url", "search"),
+        Input("zone", "value"),
     )
-    def refresh_explore(_tick: int, search: str | None) -> tuple[Any, ...]:
-        return render_explore(read_explore(store_path, Explore.from_query(search or "")))
+    def refresh_explore(_tick: int, search: str | None, zone: str | None) -> tuple[Any, ...]:
+        view = read_explore(store_path, Explore.from_query(search or ""))
+        return render_explore(view, zone)

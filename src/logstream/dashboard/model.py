@@ -60,6 +60,7 @@ __all__ = [
     "interval_s",
     "iso",
     "not_computed",
+    "offset_seconds",
     "store_path_from_url",
 ]
 
@@ -545,9 +546,7 @@ class Snapshot:
         or 0 for UTC or a store that does not record it."""
         if self.filters.zone == "utc" or not self.log_offset:
             return 0
-        sign = -1 if self.log_offset.startswith("-") else 1
-        hours, minutes = self.log_offset[1:].split(":")
-        return sign * (int(hours) * 3600 + int(minutes) * 60)
+        return offset_seconds(self.log_offset)
 
     @property
     def zone_name(self) -> str:
@@ -649,3 +648,16 @@ def format_lacks(log_format: str | None, name: str) -> bool:
         return name not in compile_format(log_format).fields
     except LogFormatError:
         return False
+
+
+def offset_seconds(offset: str) -> int:
+    """Seconds east of UTC of an offset written ``±HH:MM``.
+
+    Examples
+    --------
+    >>> offset_seconds("-04:00"), offset_seconds("+05:30")
+    (-14400, 19800)
+    """
+    sign = -1 if offset.startswith("-") else 1
+    hours, minutes = offset[1:].split(":")
+    return sign * (int(hours) * 3600 + int(minutes) * 60)

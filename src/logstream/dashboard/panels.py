@@ -626,8 +626,7 @@ def _kafka_table(snap: Snapshot) -> list[Any]:
     if not k:
         return []
     lost = f"; {plural(k['lost'], 'message')} deleted before they were read" if k["lost"] else ""
-    # Spark measures the input rate between two triggers: the first micro-batch has none
-    # (it reports 0), and the tile shows a dash for it, as here
+    # Spark measures the input rate between two triggers: none for the first (a dash, as the tile)
     rate_in = None if k.get("batch_id") == 0 else k.get("input_rows_per_s")
     title = (
         f"Kafka topic {k.get('topic')} (batch {k.get('batch_id')}): "
