@@ -28,6 +28,7 @@ from logstream.units import human_bytes
 __all__ = [
     "COMPARED_TABLES",
     "COMPARE_DEPTH",
+    "TOTAL_LABELS",
     "compare_reports",
     "comparison_html",
     "comparison_lines",
@@ -202,6 +203,15 @@ def truncated(report: dict[str, Any], top: int) -> dict[str, Any]:
     return out
 
 
+#: How the comparison's totals are named on the terminal and the HTML page (the report's).
+TOTAL_LABELS = {
+    "total_requests": "Total requests",
+    "valid_requests": "Valid requests",
+    "unique_visitors": "Unique visitors",
+    "bandwidth_bytes": "Bandwidth",
+}
+
+
 def comparison_lines(
     comparison: dict[str, Any], rows: int = 5
 ) -> list[tuple[str, list[list[str]]]]:
@@ -219,14 +229,18 @@ def comparison_lines(
             return "?"
         return ("-" if value < 0 else "+") + human_bytes(abs(value))
 
+    def total(name: str, v: dict[str, Any]) -> list[str]:
+        if name == "bandwidth_bytes":  # bytes in binary units, as every table shows them
+            shown = [human_bytes(v["current"]), human_bytes(v["previous"]), size(v["change"])]
+            return [TOTAL_LABELS[name], *shown]
+        values = [cell(v["current"]), cell(v["previous"]), cell(v["change"], True)]
+        return [TOTAL_LABELS.get(name, name), *values]
+
     out = [
         (
-            "Compared with the previous period",
+            "Totals",
             [["total", "current", "previous", "change"]]
-            + [
-                [name, cell(v["current"]), cell(v["previous"]), cell(v["change"], True)]
-                for name, v in comparison["general"].items()
-            ],
+            + [total(name, v) for name, v in comparison["general"].items()],
         )
     ]
     for table, items in comparison["tables"].items():
@@ -268,10 +282,10 @@ def print_comparison(comparison: dict[str, Any], rows: int = 5) -> None:
     for title, lines in comparison_lines(comparison, rows):
         table = Table(title=title, title_justify="left")
         for i, name in enumerate(lines[0]):
-            if i == 0:  # the item: one line, cut with an ellipsis on a narrow terminal
-                table.add_column(name, overflow="ellipsis", no_wrap=True, max_width=44)
-            else:
-                table.add_column(name, justify="right", no_wrap=True)
+            if i == 0:  # the item, whole: folded onto more lines on a narrow terminal
+                table.add_column(name, overflow="fold", max_width=44)
+            else:  # numbers and the flag are never cut ("…" said nothing)
+                table.add_column(name, justify="right", no_wrap=True, min_width=len(name) or 4)
         for line in lines[1:]:
             table.add_row(*line)
         console.print(table)

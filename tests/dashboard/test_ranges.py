@@ -4,6 +4,7 @@ time range each panel covers, how names break in its tables and which zone its t
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from logstream.dashboard.app import refresh_outputs
@@ -135,3 +136,116 @@ def test_the_span_covered_counts_the_windows_written_ahead_of_the_ledger(tmp_pat
     assert (
         "covers the last 2 h of the range (the store keeps it for --store-retention 2 h)" in title
     )
+
+
+def test_a_chart_not_computed_says_why_the_log_format_or_queries(tmp_path):
+    """Issue 62 item 10: on a plain ``make run`` (the NASA day, Common format) the agents
+    chart said "Not computed: the pipeline runs without traffic_by_agent." though the user
+    turned nothing off: a format without user agents has no such view, and the chart says so;
+    an output left out by ``--queries`` still says that."""
+    traffic = [traffic_row(k, 10) for k in range(5)]
+    for log_format, why in [
+        ("common", "Not computed: the log format common has no user agent."),
+        ("combined", "Not computed: the pipeline runs without traffic_by_agent (--queries)."),
+    ]:
+        path = tmp_path / f"{log_format}.db"
+        store = new_store(path, log_format=log_format, queries="traffic_per_minute,trending_pages")
+        commit(store, 0, traffic=traffic)
+        snap = read_snapshot(path, Filters.build("all"))
+        figure = dimension_figure(snap, "agents")
+        texts = [a["text"] for a in figure["layout"].get("annotations", [])]
+        assert why in texts or why in str(figure["layout"]), (log_format, figure["layout"])
+
+
+def test_the_last_minutes_slider_s_marks_never_touch():
+    """Issue 62 item 6: the marks 1, 5, 15, 30 and 60 on a slider of 1–60 put "1" and "5"
+    side by side, read as "15 15 30 60". Marks are at least a sixth of the slider apart, and
+    the value chosen is shown under the handle."""
+    from logstream.dashboard.explore import explore_section
+
+    def sliders(node):
+        if getattr(node, "id", None) == "explore-minutes":
+            yield node
+        children = getattr(node, "children", None)
+        for child in children if isinstance(children, list) else [children]:
+            if child is not None and hasattr(child, "to_plotly_json"):
+                yield from sliders(child)
+
+    (slider,) = list(sliders(explore_section()))
+    marks = sorted(slider.marks)
+    gaps = [b - a for a, b in itertools.pairwise(marks)]
+    assert min(gaps) >= (slider.max - slider.min) / 6, marks
+    assert slider.tooltip["always_visible"] is True
+
+
+def test_an_empty_goaccess_panel_says_why_instead_of_headings_only():
+    """Issue 62 item 5: under a filter "Static files" and "Not found" were tables of headings
+    with no row and no word, and "Referring sites" of a log without referrers the same."""
+    from types import SimpleNamespace
+
+    from logstream.dashboard.panels import _no_items
+
+    def snap(log_format, **filters):
+        return SimpleNamespace(log_format=log_format, filters=Filters.build("all", **filters))
+
+    assert _no_items(snap("common"), "referring_sites") == (
+        "None: the log format common has no referrer."
+    )
+    assert _no_items(snap("combined"), "static_requests") == "None in this range."
+    assert _no_items(snap("combined", status_classes=["4xx"]), "static_requests") == (
+        "None under the filters chosen."
+    )
+    assert _no_items(snap("combined", url_prefix="/api"), "not_found") == (
+        "None under the filters chosen."
+    )
+
+
+def test_the_site_a_url_chooses_is_an_option_of_the_site_selector():
+    """Issue 62 item 2: ``/?site=b.example&minutes=15&since=1h`` set the minutes and the
+    range but left the site selector on "all sites": the dropdown drops a value that none of
+    its options has, and the options came from the store's rows."""
+    from logstream.dashboard.explore import render_explore
+    from logstream.dashboard.explore_data import Explore, ExploreView
+
+    controls = Explore.from_query("?site=b.example&minutes=15&since=1h")
+    assert (controls.site, controls.minutes, controls.since) == ("b.example", 15, "1h")
+    options = render_explore(ExploreView(controls))[-1]
+    assert {"label": "b.example", "value": "b.example"} in options
+
+
+def test_the_last_minutes_say_that_the_filter_and_site_do_not_narrow_them():
+    """Issue 62 item 1: with site b.example and ``status = 404`` chosen, "the last N minutes"
+    showed 300 requests, all of c.example's, without a word: it reads the store's minute
+    windows, which hold every event. It says so when a filter or a site is chosen."""
+    from logstream.dashboard.explore import render_explore
+    from logstream.dashboard.explore_data import Explore, ExploreView, LastMinutes
+
+    last = LastMinutes(5, "1995-07-09T12:53:00Z", "1995-07-09T12:58:00Z", 300, {"2xx": 300})
+
+    def hint(query):
+        view = ExploreView(Explore.from_query(query), last=last)
+        found = [p for p in render_explore(view)[1] if getattr(p, "id", None) == "live-unfiltered"]
+        return found[0].children if found else None
+
+    assert hint("") is None
+    assert hint("?site=b.example").startswith("Every site and every request: the site chosen")
+    both = hint("?site=b.example&filter=status%20%3D%20404")
+    assert "the filter and the site chosen above" in both
+
+
+def test_explore_shows_its_times_in_the_page_s_zone():
+    """Issue 62 item 3: with "Times: the log's offset" the tiles said −04:00 while Explore
+    said "12:53–12:58 UTC". Explore's times follow the page's choice."""
+    from logstream.dashboard.explore import render_explore
+    from logstream.dashboard.explore_data import Explore, ExploreView, LastMinutes
+
+    last = LastMinutes(5, "1995-07-09T16:53:00Z", "1995-07-09T16:58:00Z", 10, {"2xx": 10})
+    view = ExploreView(Explore(), last=last, log_offset="-04:00")
+
+    def heading(zone):
+        return render_explore(view, zone)[1][0].children
+
+    assert heading("log") == "The last 5 minutes (12:53–12:58 -04:00)"
+    assert heading("utc") == "The last 5 minutes (16:53–16:58 UTC)"
+    view.log_offset = None  # a store that does not record it: UTC, said so
+    assert heading("log") == "The last 5 minutes (16:53–16:58 UTC)"

@@ -86,6 +86,11 @@ def test_the_store_keeps_the_latest_offsets_and_adds_the_lost_messages(tmp_path)
         "messages not read yet, 1 partition; 7 deleted before read",
     )
     assert rows(output(out, "health"), "kafka-table") == [["0", "40", "45", "5"]]
+    # issue 62 item 7: numbers sat right under left-aligned headings, each value under the
+    # neighbouring column: a heading is aligned as its column's cells are
+    table = find(output(out, "health"), "kafka-table")
+    heads = table.children[0].children.children
+    assert [h.className for h in heads] == ["n"] * 4
 
 
 def test_a_run_without_kafka_shows_none_of_it(tmp_path):
@@ -93,3 +98,28 @@ def test_a_run_without_kafka_shows_none_of_it(tmp_path):
     assert "logstream_kafka" not in scrape(tmp_path / "s.db").decode()
     out = refresh_outputs(tmp_path / "s.db", "all", "", None)
     assert find(output(out, "health"), "kafka-table") is None
+
+
+def test_the_first_micro_batch_has_no_input_rate_on_the_page(tmp_path):
+    """Issue 62 item 8: Kafka batch 0 said "0 rows/s in" in the queries panel while the tile
+    said "–": Spark measures the input rate between two triggers, and the first has none."""
+    store = two_batches_and_a_third_ahead(tmp_path / "s.db")
+    listener = ProgressListener(store)
+    event = SimpleNamespace(
+        name="ingest",
+        id="x",
+        batchId=0,
+        timestamp="2025-01-01T10:00:00.000Z",
+        inputRowsPerSecond=0.0,
+        processedRowsPerSecond=80.0,
+        batchDuration=1,
+        numInputRows=10,
+        eventTime={},
+        stateOperators=[],
+        sources=[kafka(None, {"0": 10}, {"0": 10}, 10)],
+    )
+    listener.onQueryProgress(SimpleNamespace(progress=event))
+    listener.flush()
+    out = refresh_outputs(tmp_path / "s.db", "all", "", None)
+    heading = find(output(out, "health"), "kafka-heading").children
+    assert "(batch 0): – rows/s in," in heading, heading

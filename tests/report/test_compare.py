@@ -102,3 +102,34 @@ def test_a_week_against_the_week_before_has_the_deltas_of_two_counts(spark, july
         i["data"] for i in comparison["tables"]["top_urls"]
     ]
     assert comparison["ranges"]["previous"]["since_utc"] == "1995-06-28T16:00:00+00:00"
+
+
+def test_the_comparison_reads_whole_on_a_narrow_terminal_and_once_in_html(capsys):
+    """Issue 62 item 16: piped to a file (80 columns) the flag column was cut to "…" and the
+    URLs mid-word; the totals table showed raw keys (``total_requests``); the HTML page said
+    "Compared with the previous period" twice."""
+    from logstream.comparison import compare_reports, comparison_html, print_comparison
+
+    url = "/shuttle/missions/sts-71/images/KSC-95EC-0868-long-name-of-an-image.gif"
+
+    def r(hits):
+        g = {
+            "total_requests": sum(hits.values()),
+            "valid_requests": 0,
+            "unique_visitors": 0,
+            "bandwidth_bytes": 3 * 2**20,
+            "unique_urls": len(hits),
+        }
+        return {"general": g, "top_urls": [
+            {"url_path": k, "requests": v, "bytes": 0} for k, v in hits.items()]}  # fmt: skip
+
+    comparison = compare_reports(r({url: 10, "/b": 3}), r({url: 4, "/c": 2}), top=5)
+    print_comparison(comparison)
+    out = capsys.readouterr().out
+    assert "…" not in out.split("\n", 1)[1]  # the tables (the first line: open ranges)
+    assert "Total requests" in out and "Bandwidth" in out and "total_requests" not in out
+    assert " up" in out and " new" in out and " gone" in out  # every flag, whole
+    first_cells = [line.split("│")[1].strip() for line in out.splitlines() if "│" in line]
+    assert url in "".join(first_cells)  # folded onto lines, never cut
+    page = comparison_html(comparison)
+    assert page.count("Compared with the previous period") == 1

@@ -431,6 +431,7 @@ def _panels(
     snap.traffic_from = snap.traffic.times[0] if snap.traffic.times else None
     snap.store_retention = state.get("store_retention")
     snap.log_offset = state.get("log_offset") or None
+    snap.log_format = state.get("log_format") or None
     snap.visitors = views.section(
         notes, "unique_visitors", lambda: views.visitors(read, snap.range_start, bucket), None
     )

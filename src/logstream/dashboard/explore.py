@@ -10,6 +10,8 @@ not touched.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ from logstream.dashboard.explore_data import (
     ExploreView,
     read_explore,
 )
+from logstream.dashboard.model import offset_seconds
+from logstream.dashboard.tables import data_table
 
 __all__ = ["explore_section", "register_explore", "render_explore"]
 
@@ -71,7 +75,10 @@ def explore_section() -> html.Div:
                     max=60,
                     step=1,
                     value=5,
-                    marks={m: str(m) for m in (1, 5, 15, 30, 60)},
+                    # marks far enough apart that their labels never touch ("1 5" read
+                    # as "15"); the value chosen is shown under the handle
+                    marks={m: str(m) for m in (1, 15, 30, 45, 60)},
+                    tooltip={"placement": "bottom", "always_visible": True},
                 ),
                 "N of the live panel",
             ),
@@ -112,25 +119,62 @@ def _share(value: int, total: int) -> str:
     return f"{value / total:.1%}" if total else ""
 
 
-def _table(tid: str, heads: list[str], rows: list[Any]) -> html.Table:
-    return html.Table([html.Thead(html.Tr([html.Th(h) for h in heads])), html.Tbody(rows)], id=tid)
+@dataclass(frozen=True)
+class _Clock:
+    """The times of the section as the page shows them: in the log's offset or in UTC (the
+    page's "Times" choice, :attr:`logstream.dashboard.model.Filters.zone`)."""
+
+    offset_s: int = 0
+    name: str = "UTC"
+
+    @classmethod
+    def of(cls, view: ExploreView, zone: str | None) -> _Clock:
+        if zone == "utc" or not view.log_offset:
+            return cls()
+        return cls(offset_seconds(view.log_offset), view.log_offset)
+
+    def at(self, iso: str, day: bool = False) -> str:
+        """``1995-07-09T16:53:00Z`` → ``12:53`` at ``-04:00`` (with ``day``, the date too)."""
+        if not iso:
+            return ""
+        t = datetime.fromisoformat(iso.replace("Z", "+00:00")) + timedelta(seconds=self.offset_s)
+        return t.strftime("%Y-%m-%d %H:%M" if day else "%H:%M")
 
 
-def _live(view: ExploreView) -> list[Any]:
+def _live(view: ExploreView, clock: _Clock) -> list[Any]:
     last = view.last
     if last is None:
         return [html.H3("The last minutes"), html.P(view.message or "No event yet.")]
     status = " · ".join(f"{c} {n:,}" for c, n in last.status.items())
+    c = view.controls
+    site = c.site not in ("", ALL_SITES)
+    narrowed = [w for w, on in (("the filter", bool(c.filter)), ("the site", site)) if on]
+    unfiltered = (  # the live panel reads the store's minute windows, which hold every event
+        [
+            html.P(
+                f"Every site and every request: {' and '.join(narrowed)} chosen above "
+                "narrow the sites and the comparison, not these minutes.",
+                className="hint",
+                id="live-unfiltered",
+            )
+        ]
+        if narrowed
+        else []
+    )
     return [
-        html.H3(f"The last {last.minutes} minutes ({last.start[11:16]}–{last.end[11:16]} UTC)"),
+        html.H3(
+            f"The last {last.minutes} minutes ({clock.at(last.start)}–{clock.at(last.end)} "
+            f"{clock.name})"
+        ),
+        *unfiltered,
         html.P(
             [html.B(f"{last.requests:,}", id="live-requests"), f" requests · {status}"],
             id="live-status",
         ),
         html.H4("Top pages (requested files)"),
-        _table("live-pages", ["page", "hits", "share"], _rows(last.pages, last.requests)),
+        data_table("live-pages", ["page", "hits", "share"], _rows(last.pages, last.requests)),
         html.H4("Top clients"),
-        _table("live-clients", ["client", "hits", "share"], _rows(last.clients, last.requests)),
+        data_table("live-clients", ["client", "hits", "share"], _rows(last.clients, last.requests)),
     ]
 
 
@@ -151,18 +195,19 @@ def _sites(view: ExploreView) -> list[Any]:
     ]
     return [
         html.H3(f"Sites ({view.start[:16]} – {view.end[:16]})"),
-        _table("explore-sites-table", ["site", "requests", "bytes", "share"], rows),
+        data_table("explore-sites-table", ["site", "requests", "bytes", "share"], rows),
     ]
 
 
-def _compare(view: ExploreView) -> list[Any]:
+def _compare(view: ExploreView, clock: _Clock) -> list[Any]:
     if not view.comparison:
         return [html.H3("Range against the one before"), html.P(view.message or "")]
     g = view.comparison["general"]
     heads = ["item", "hits", "Δ hits", "bytes", "Δ bytes", ""]
     out: list[Any] = [
         html.H3(
-            f"{view.start} – {view.end} against {view.previous_start} – {view.start}"
+            f"{clock.at(view.start, True)} – {clock.at(view.end, True)} against "
+            f"{clock.at(view.previous_start, True)} – {clock.at(view.start, True)} {clock.name}"
             + (" (events)" if view.source == "events" else "")
         ),
         html.P(
@@ -188,7 +233,7 @@ def _compare(view: ExploreView) -> list[Any]:
                     ]
                 )
             )
-        out += [html.H4(_TITLES.get(table, table)), _table(f"compare-{table}", heads, rows)]
+        out += [html.H4(_TITLES.get(table, table)), data_table(f"compare-{table}", heads, rows)]
     return out
 
 
@@ -198,13 +243,19 @@ def _num(value: int | None, signed: bool = False) -> str:
     return f"{value:+,}" if signed else f"{value:,}"
 
 
-def render_explore(view: ExploreView) -> tuple[Any, ...]:
+def render_explore(view: ExploreView, zone: str | None = "log") -> tuple[Any, ...]:
     """The section's panels for ``view``: the message, the last minutes, the sites, the
-    comparison, and the site selector's options."""
-    options = [{"label": ALL_SITES, "value": ALL_SITES}] + [
-        {"label": r.site, "value": r.site} for r in view.sites if r.site != ALL_SITES
-    ]
-    return (view.message, _live(view), _sites(view), _compare(view), options)
+    comparison, and the site selector's options; times in the page's ``zone`` (``log``:
+    the log's offset, ``utc``)."""
+    clock = _Clock.of(view, zone)
+    sites = [r.site for r in view.sites if r.site != ALL_SITES]
+    chosen = view.controls.site
+    if chosen and chosen != ALL_SITES and chosen not in sites:
+        # the site a URL chose is an option even before (or without) its rows: a dropdown
+        # drops a value that none of its options has, and showed "all sites" instead
+        sites.append(chosen)
+    options = [{"label": ALL_SITES, "value": ALL_SITES}] + [{"label": s, "value": s} for s in sites]
+    return (view.message, _live(view, clock), _sites(view), _compare(view, clock), options)
 
 
 def register_explore(app: Dash, store_path: Path | str) -> None:
@@ -254,6 +305,8 @@ def register_explore(app: Dash, store_path: Path | str) -> None:
         Output("explore-site", "options"),
         Input("explore-tick", "n_intervals"),
         Input("explore-url", "search"),
+        Input("zone", "value"),
     )
-    def refresh_explore(_tick: int, search: str | None) -> tuple[Any, ...]:
-        return render_explore(read_explore(store_path, Explore.from_query(search or "")))
+    def refresh_explore(_tick: int, search: str | None, zone: str | None) -> tuple[Any, ...]:
+        view = read_explore(store_path, Explore.from_query(search or ""))
+        return render_explore(view, zone)

@@ -170,6 +170,8 @@ class ExploreView:
     comparison: dict[str, Any] = field(default_factory=dict)
     last: LastMinutes | None = None
     sites: list[SiteRow] = field(default_factory=list)
+    #: the offset the log is written in (``-04:00``; the store's ``log_offset``), if known
+    log_offset: str | None = None
 
 
 def _newest(read: Any) -> datetime | None:
@@ -357,6 +359,7 @@ def read_explore(store_path: Path | str, controls: Explore) -> ExploreView:
         flt = _checked_filter(controls)  # a refused filter: said before the store is opened
         store = _store(store_path)
         with store.reader() as read:
+            view.log_offset = read.state_value("log_offset") or None
             newest = _newest(read)
             if newest is None:
                 view.message = "No event yet."

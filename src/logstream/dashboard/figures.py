@@ -443,7 +443,7 @@ def dimension_figure(snap: Snapshot, dimension: str) -> dict[str, Any]:
     if d is None or not d.times:
         output = {"sections": "traffic_by_section", "agents": "traffic_by_agent"}[dimension]
         if snap.state == "ok" and snap.query_off(output):
-            return empty_figure(f"Not computed: the pipeline runs without {output}.", title)
+            return empty_figure(snap.not_computed(output), title)
         return _no_data(snap, title, "No reference-data traffic in this time range.")
     x = _times(snap, d.times)
     data = [  # a section is the log's text: a plain label, never a link (chart_text)

@@ -129,6 +129,7 @@ th { text-align: left; color: #52606d; font-weight: 600; border-bottom: 1px soli
   padding: .25rem .4rem; }
 td { border-bottom: 1px solid #eef0f2; padding: .22rem .4rem; vertical-align: middle; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th.n { text-align: right; }
 td.url { overflow-wrap: anywhere; }
 td.raw { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .78rem;
   word-break: break-all; }

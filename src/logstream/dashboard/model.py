@@ -56,8 +56,11 @@ __all__ = [
     "Visitors",
     "ago",
     "epoch_s",
+    "format_lacks",
     "interval_s",
     "iso",
+    "not_computed",
+    "offset_seconds",
     "store_path_from_url",
 ]
 
@@ -511,6 +514,8 @@ class Snapshot:
     edition: str = "structured"
     #: the offset the log is written in (``-04:00``; ``pipeline_state``), None when unknown
     log_offset: str | None = None
+    #: the log format the pipeline parses (``pipeline_state``), None when unknown
+    log_format: str | None = None
     #: how long the store keeps the reference and panel views (``--store-retention``)
     store_retention: str | None = None
     #: the first traffic window in the range (ISO UTC): where the range's data begins
@@ -541,9 +546,7 @@ class Snapshot:
         or 0 for UTC or a store that does not record it."""
         if self.filters.zone == "utc" or not self.log_offset:
             return 0
-        sign = -1 if self.log_offset.startswith("-") else 1
-        hours, minutes = self.log_offset[1:].split(":")
-        return sign * (int(hours) * 3600 + int(minutes) * 60)
+        return offset_seconds(self.log_offset)
 
     @property
     def zone_name(self) -> str:
@@ -601,6 +604,60 @@ class Snapshot:
         )
         return f"covers the last {span} of {what}{kept}"
 
+    def not_computed(self, output: str) -> str:
+        """Why the pipeline writing this store has no ``output`` (:func:`not_computed`)."""
+        return not_computed(output, self.log_format)
+
     def query_off(self, name: str) -> bool:
         """Whether the pipeline writing this store runs without query ``name`` (``--queries``)."""
         return self.queries is not None and name not in self.queries
+
+
+def not_computed(output: str, log_format: str | None) -> str:
+    """Why a pipeline that parses ``log_format`` has no ``output``: a format without user
+    agents has no ``traffic_by_agent`` (every event would be ``unknown``), else ``--queries``
+    left it out.
+
+    Examples
+    --------
+    >>> not_computed("traffic_by_agent", "common")
+    'Not computed: the log format common has no user agent.'
+    >>> not_computed("traffic_by_agent", "combined")
+    'Not computed: the pipeline runs without traffic_by_agent (--queries).'
+    """
+    if output == "traffic_by_agent" and format_lacks(log_format, "user_agent"):
+        return f"Not computed: the log format {log_format} has no user agent."
+    return f"Not computed: the pipeline runs without {output} (--queries)."
+
+
+def format_lacks(log_format: str | None, name: str) -> bool:
+    """Whether the log format ``log_format`` (a name or a LogFormat string) has no field
+    ``name``; False when the format is unknown or cannot be compiled.
+
+    Examples
+    --------
+    >>> format_lacks("common", "referrer"), format_lacks("combined", "referrer")
+    (True, False)
+    """
+    if not log_format:
+        return False
+    from logstream.errors import LogFormatError
+    from logstream.parsing.logformat import compile_format
+
+    try:
+        return name not in compile_format(log_format).fields
+    except LogFormatError:
+        return False
+
+
+def offset_seconds(offset: str) -> int:
+    """Seconds east of UTC of an offset written ``±HH:MM``.
+
+    Examples
+    --------
+    >>> offset_seconds("-04:00"), offset_seconds("+05:30")
+    (-14400, 19800)
+    """
+    sign = -1 if offset.startswith("-") else 1
+    hours, minutes = offset[1:].split(":")
+    return sign * (int(hours) * 3600 + int(minutes) * 60)

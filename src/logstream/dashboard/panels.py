@@ -24,6 +24,7 @@ from dash import html
 from logstream.config import PANEL_TITLES
 from logstream.dashboard.figures import QUERY_OFF, plot_time, sparkline_uri
 from logstream.dashboard.model import (
+    STATUS_CLASSES,
     TIME_RANGES,
     Alert,
     DimensionTraffic,
@@ -31,7 +32,9 @@ from logstream.dashboard.model import (
     TopClient,
     TopClients,
     Trending,
+    format_lacks,
 )
+from logstream.dashboard.tables import data_table
 from logstream.units import human_bytes, plural
 
 __all__ = [
@@ -128,7 +131,7 @@ def trending_panel(snap: Snapshot) -> list[Any]:
             )
         )
     headings = ["#", "page", "requests", "vs prev.", f"last {plural(len(tr.trend_ends), 'window')}"]
-    table = _table("trending-table", headings, rows)
+    table = data_table("trending-table", headings, rows)
     return [heading, window, table]
 
 
@@ -207,7 +210,7 @@ def alerts_panel(snap: Snapshot) -> list[Any]:
             )
         )
     headings = [f"minute ({snap.zone_name})", "series", "metric", "", "value", "mean ± std", "z"]
-    table = _table("alerts-table", headings, rows)
+    table = data_table("alerts-table", headings, rows)
     return [heading, hint, html.Div(table, className="scroll")]
 
 
@@ -264,7 +267,7 @@ def bots_panel(snap: Snapshot) -> list[Any]:
         "static",
         "robots.txt",
     ]
-    table = _table("bots-table", headings, rows)
+    table = data_table("bots-table", headings, rows)
     return [heading, hint, summary, html.Div(table, className="scroll")]
 
 
@@ -291,7 +294,7 @@ def _clients_table(tid: str, clients: list[TopClient], total: int, by: str) -> h
                 f"{plural(c.bytes, 'byte')}",
             )
         )
-    return _table(tid, ["#", "client", by, "share"], rows)
+    return data_table(tid, ["#", "client", by, "share"], rows)
 
 
 def top_clients_panel(snap: Snapshot) -> list[Any]:
@@ -345,7 +348,7 @@ def _dimension_table(tid: str, label: str, d: DimensionTraffic, limit: int) -> h
         )
         for key, requests in list(d.requests.items())[:limit]
     ]
-    return _table(tid, [label, "requests", "share", "errors ≥400", "error rate"], rows)
+    return data_table(tid, [label, "requests", "share", "errors ≥400", "error rate"], rows)
 
 
 def reference_panel(snap: Snapshot) -> list[Any]:
@@ -410,7 +413,7 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
             html.Div(
                 [
                     html.H3(PANEL_TITLES["visitors"] + " (UTC)"),
-                    _table("panel-visitors-table", ["day", "hits", "visitors", "bytes"], rows),
+                    data_table("panel-visitors-table", ["day", "hits", "visitors", "bytes"], rows),
                 ]
             )
         )
@@ -430,11 +433,25 @@ def goaccess_panel(snap: Snapshot) -> list[Any]:
         title = PANEL_TITLES[panel] + (" (countries)" if panel == "geolocation" else "")
         label = f"{title}: {plural(count, 'item')}"
         tid = f"panel-{panel.replace('_', '-')}-table"
-        tables.append(
-            html.Div([html.H3(label), _table(tid, ["item", "hits", "share", "bytes"], rows)])
+        shown = (
+            data_table(tid, ["item", "hits", "share", "bytes"], rows)
+            if rows
+            else html.Div(_no_items(snap, panel), className="empty", id=f"{tid}-empty")
         )
+        tables.append(html.Div([html.H3(label), shown]))
     covered = [html.Div(f"Each panel {note}.", className="hint", id="goaccess-covers")]
     return [heading, *(covered if note else []), html.Div(tables, className="panels")]
+
+
+def _no_items(snap: Snapshot, panel: str) -> str:
+    """What an empty GoAccess panel says instead of a table of headings only: the log has
+    no such field, the filters leave none, or the range holds none."""
+    field = {"referrers": "referrer", "referring_sites": "referrer", "remote_user": "user"}
+    if panel in field and format_lacks(snap.log_format, field[panel]):
+        return f"None: the log format {snap.log_format} has no {field[panel]}."
+    f = snap.filters
+    narrowed = f.url_prefix or f.status_classes != STATUS_CLASSES or f.sections or f.agent_classes
+    return "None under the filters chosen." if narrowed else "None in this range."
 
 
 def sessions_panel(snap: Snapshot) -> list[Any]:
@@ -494,7 +511,7 @@ def sessions_panel(snap: Snapshot) -> list[Any]:
             "pages",
             "bytes",
         ]
-        table = _table("sessions-table", headings, rows)
+        table = data_table("sessions-table", headings, rows)
     return [
         heading,
         html.Div(summary, className="hint", id="sessions-summary"),
@@ -519,13 +536,6 @@ def url_cell(text: str | None) -> html.Td:
     return html.Td(children[:-1], className="url")
 
 
-def _table(tid: str, headings: list[str], rows: list[Any]) -> html.Table:
-    """Table ``tid``: a head row of ``headings``, then the body ``rows`` (``html.Tr``)."""
-    return html.Table(
-        [html.Thead(html.Tr([html.Th(h) for h in headings])), html.Tbody(rows)], id=tid
-    )
-
-
 def _records_table(
     tid: str, columns: list[tuple[str, str, str]], records: list[dict[str, Any]]
 ) -> Any:
@@ -544,7 +554,7 @@ def _records_table(
         )
         for r in records
     ]
-    return _table(tid, [heading for _, heading, _ in columns], rows)
+    return data_table(tid, [heading for _, heading, _ in columns], rows)
 
 
 def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
@@ -616,9 +626,11 @@ def _kafka_table(snap: Snapshot) -> list[Any]:
     if not k:
         return []
     lost = f"; {plural(k['lost'], 'message')} deleted before they were read" if k["lost"] else ""
+    # Spark measures the input rate between two triggers: none for the first (a dash, as the tile)
+    rate_in = None if k.get("batch_id") == 0 else k.get("input_rows_per_s")
     title = (
         f"Kafka topic {k.get('topic')} (batch {k.get('batch_id')}): "
-        f"{fmt_number(k.get('input_rows_per_s'))} rows/s in, "
+        f"{fmt_number(rate_in)} rows/s in, "
         f"{fmt_number(k.get('processed_rows_per_s'))} processed, lag {fmt_number(k.get('lag'))}"
         + lost
     )
