@@ -9,7 +9,7 @@ those files (:func:`render`). ``tests/test_figures.py`` fails when the block dif
 the files say, or when a row was measured on a commit older than the last change to the code
 its benchmark exercises (:data:`ROWS`' ``paths``), or on uncommitted code.
 
-Steps, about 30 minutes on 2 cores (``--only`` runs some; ``--render`` only rewrites):
+Steps, about 25 minutes on 2 cores (``--only`` runs some; ``--render`` only rewrites):
 
 1. ``284d``: ``bench_vs_goaccess.py --days 284 --skip-live --rows batch`` (GoAccess and
    ``logstream batch`` on 10,017,248 lines);
