@@ -44,6 +44,7 @@ def _explore_request(search: str) -> bytes:
             "inputs": [
                 {"id": "explore-tick", "property": "n_intervals", "value": 0},
                 {"id": "explore-url", "property": "search", "value": search},
+                {"id": "zone", "property": "value", "value": "log"},
             ],
             "changedPropIds": ["explore-url.search"],
             "state": [],
