@@ -4,8 +4,11 @@ Analytics").
 :func:`build_report` reads and parses each line once and aggregates it once
 (:func:`logstream.report.views.view_counts`: every table's items, every visitor, every
 half-hour of a visit in one hash aggregation, the pane idea of the streaming pipeline applied
-to the whole input), then reads every ranked table of the report in one more job
-(:func:`logstream.report.items.ranked_tables`). Only bounded results reach the driver: a
+to the whole input). When that aggregation has at most ``driver_rows`` rows
+(:data:`logstream.report.driver.DRIVER_ROWS`), they reach the driver in one Arrow collect and
+the tables, sessions and quarantine examples are computed there
+(:mod:`logstream.report.driver`); past it, every ranked table is read in one more Spark job
+(:func:`logstream.report.items.ranked_tables`), and only bounded results reach the driver: a
 handful of totals, a row per hour and status code, ``top`` rows per table, one row per day.
 The keys of the returned dictionary are stable (see :data:`REPORT_KEYS`).
 """
