@@ -1,6 +1,6 @@
 """A stop is atomic per micro-batch: whenever it comes, ``events/``, ``late_events/``,
 ``quarantine/`` and the store's ledger and counters hold the same micro-batches, and a restart
-on the same state delivers the rest exactly once (issue 0 of wave 2)."""
+on the same state delivers the rest exactly once."""
 
 from __future__ import annotations
 
