@@ -28,12 +28,13 @@ job at the first value it cannot cast, Arrow would have no kernel for it.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 from sqlglot import exp
 
 from logstream.errors import ConfigError
+from logstream.units import iso_instant
 
 __all__ = [
     "DATE_FUNCTIONS",
@@ -208,13 +209,12 @@ def literal_value(node: exp.Expression, kind: str, where: str = "--filter") -> A
 def _string_value(text: str, kind: str, where: str) -> Any:
     if kind == "time":
         try:  # as Spark casts it: ISO 8601, UTC without an offset
-            moment = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+            return iso_instant(text)
         except ValueError:
             raise ConfigError(
                 f"{where}: {text!r} beside event_time is not an instant: write one in ISO "
                 "8601, e.g. '2015-05-18T10:00:00Z'"
             ) from None
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
     if kind == "date":
         try:
             return date.fromisoformat(text.strip())

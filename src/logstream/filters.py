@@ -40,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from logstream.errors import ConfigError
+from logstream.units import iso_instant
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -124,15 +125,12 @@ def parse_instant(text: str, option: str = "--since", now: datetime | None = Non
         span = timedelta(seconds=int(relative[1]) * _UNIT_SECONDS[relative[2]])
         return (base - span).astimezone(UTC)
     try:
-        moment = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+        return iso_instant(text)
     except ValueError:
         raise ConfigError(
             f"{option} {text!r} is not a time: use ISO 8601 (2015-05-18, "
             "2015-05-18T10:00:00Z) or a span back from now (90s, 30m, 2h, 7d, 2w)"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def _column_list() -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
+from datetime import UTC, datetime
 
-__all__ = ["chart_text", "human_bytes", "plural"]
+__all__ = ["chart_text", "human_bytes", "iso_instant", "plural"]
 
 
 def chart_text(value: object) -> str:
@@ -84,3 +85,21 @@ def plural(count: float | None, one: str, many: str | None = None, missing: str 
 def _plural_of(noun: str) -> str:
     """``batch`` → ``batches``, ``line`` → ``lines``."""
     return noun + ("es" if noun.endswith(("s", "sh", "ch", "x", "z")) else "s")
+
+
+def iso_instant(text: str) -> datetime:
+    """An ISO 8601 time as Spark casts it: a space for the ``T`` allowed, UTC without an
+    offset; the instant in UTC.
+
+    Raises
+    ------
+    ValueError
+        When ``text`` is not ISO 8601.
+
+    Examples
+    --------
+    >>> iso_instant("2015-05-18 10:00").isoformat(), iso_instant("2015-05-18T12:00+02:00").hour
+    ('2015-05-18T10:00:00+00:00', 10)
+    """
+    moment = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
