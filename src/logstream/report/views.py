@@ -366,7 +366,7 @@ def _written_offset_seconds(text: Column, fast: bool = False) -> Column:
 
     ``fast``: ``text`` is the time as written (:data:`~logstream.parsing.parser.
     TIME_TEXT_COLUMN`), whose offset is, for most logs, its last five characters after a
-    space and a time of day (``09/Jul/1995:00:00:01 -0400``): read by arithmetic on those
+    space and a time of day (``09/Jul/1995:00:00:01 -0400``): read by one cast of those
     characters; any other text goes through the regular expression (which cost 11
     CPU-seconds on 10M NASA lines, 2 cores).
     """
@@ -381,30 +381,13 @@ def _written_offset_seconds(text: Column, fast: bool = False) -> Column:
     slow = -F.coalesce(F.unix_seconds(midnight), F.lit(0))
     if not fast:
         return slow
-    digits = "0123456789"
-
-    def all_digits(start: int, length: int) -> Column:
-        part = F.substring(text, start, length)
-        return (F.length(part) == length) & (F.translate(part, digits, "") == "")
-
-    sign = F.substring(text, -5, 1)
-    hours = F.substring(text, -4, 2).try_cast("int")
-    minutes = F.substring(text, -2, 2).try_cast("int")
-    plain = (
-        all_digits(-4, 4)
-        & sign.isin("+", "-")
-        & (F.substring(text, -6, 1) == " ")
-        & all_digits(-8, 2)  # HH:MM:SS before the space
-        & (F.substring(text, -9, 1) == ":")
-        & all_digits(-11, 2)
-        & (F.substring(text, -12, 1) == ":")
-        & all_digits(-14, 2)
-    )
+    # one pattern on the last 14 characters and one cast of the offset's five: the same test
+    # as character by character (10 substrings and 4 translations: 9 CPU-s on 10M lines)
+    plain = F.substring(text, -14, 14).rlike(r"^\d\d:\d\d:\d\d [+-]\d\d\d\d$")
+    signed = F.substring(text, -5, 5).try_cast("int")  # "-0430" is -430
+    hours, minutes = F.floor(F.abs(signed) / 100), F.abs(signed) % 100
     # the offsets Java's ZoneOffset holds (±18:00), as the parse of the slow form accepts
     valid = (minutes < 60) & ((hours < 18) | ((hours == 18) & (minutes == 0)))
-    seconds = (hours * 3600 + minutes * 60).cast("bigint")
-    return (
-        F.when(plain & valid, F.when(sign == "-", -seconds).otherwise(seconds))
-        .when(plain, F.lit(0).cast("bigint"))
-        .otherwise(slow)
-    )
+    magnitude = (hours * 3600 + minutes * 60).cast("bigint")
+    seconds = F.when(signed < 0, -magnitude).otherwise(magnitude)
+    return F.when(plain & valid, seconds).when(plain, F.lit(0).cast("bigint")).otherwise(slow)
