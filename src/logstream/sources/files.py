@@ -9,6 +9,7 @@ batch and streaming alike.
 
 from __future__ import annotations
 
+import bz2
 import glob
 import gzip
 import os
@@ -29,6 +30,7 @@ __all__ = [
     "expand_inputs",
     "head_lines",
     "input_files",
+    "lines_at_most",
     "read_lines",
     "sample_lines",
     "skipped_files",
@@ -36,6 +38,8 @@ __all__ = [
 ]
 
 _GLOB_CHARS = set("*?[{")
+#: Compression codecs Spark's text source reads by a file's suffix, beside gzip and bzip2.
+_OTHER_CODECS = frozenset((".deflate", ".lz4", ".snappy", ".zst"))
 
 
 def _is_remote(path: str) -> bool:
@@ -223,6 +227,40 @@ def head_lines(path: str, n: int = 100) -> list[str]:
         return []
     lines = head.decode("utf-8", errors="replace").splitlines()
     return lines[:n] if len(head) < HEAD_BYTES else lines[: min(n, len(lines) - 1)]
+
+
+def lines_at_most(paths: Sequence[str], limit: int, chunk: int = 1 << 20) -> bool | None:
+    """Whether the local files ``paths`` hold at most ``limit`` lines together: their newlines
+    counted on the driver (``bytes.count``, about 20 ms for 100 MB; ``.gz`` and ``.bz2``
+    decompressed), stopping as soon as they are more.
+
+    A line without a final newline is counted too. The answer is exact for the lines of the
+    files; Spark's rows of them differ by a format's header line.
+
+    Returns
+    -------
+    bool or None
+        None when a file cannot be read here (a remote file, a corrupt archive): count in
+        Spark instead.
+    """
+    seen = 0
+    for path in paths:
+        suffix = Path(path).suffix
+        if _is_remote(path) or suffix in _OTHER_CODECS:
+            return None
+        opener = {".gz": gzip.open, ".bz2": bz2.open}.get(suffix, open)
+        try:
+            with opener(_local(path), "rb") as f:
+                last = b"\n"
+                while block := f.read(chunk):
+                    seen += block.count(b"\n")
+                    last = block[-1:]
+                    if seen > limit:
+                        return False
+                seen += last != b"\n"
+        except (OSError, EOFError, ValueError):
+            return None
+    return seen <= limit
 
 
 def sample_lines(lines: DataFrame, n: int = 100) -> list[str]:

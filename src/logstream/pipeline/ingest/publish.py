@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
 from typing import TYPE_CHECKING, Any
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.util import inheritable_thread_target
@@ -97,11 +98,25 @@ def events_task(stage: StageContext, split: Split, corrupt: dict[str, str]) -> C
     return publish_events
 
 
+def _gathered(stage: StageContext, rows: DataFrame) -> DataFrame:
+    """``rows``, a filter of the micro-batch's cached parse written as one file, gathered in
+    one cached partition: every core filters the parse (a shuffle of the rows kept), where
+    the writer's ``coalesce(1)`` would read the whole parse in one task, and the examples are
+    then read from the cache instead of the parse again (a 31-day backfill, 860 quarantined
+    lines, 2 cores: 3.8 s in one task and 3.0 s for five examples before). A micro-batch
+    already in one partition is left as it is."""
+    if stage.single_partition:
+        return rows
+    gathered = rows.repartition(1).persist(StorageLevel.MEMORY_AND_DISK)
+    stage._cached.append(gathered)  # released at the micro-batch's end
+    return gathered
+
+
 def _publish_late(
     stage: StageContext, late: DataFrame, watermark: Column, write: IngestBatchWrite
 ) -> None:
     batch_id = write.batch_id
-    late = late.select(*EVENT_COLUMNS, watermark.alias("watermark"))
+    late = _gathered(stage, late.select(*EVENT_COLUMNS, watermark.alias("watermark")))
     stage.publish(late, stage.output_dir / "late_events", batch_id)
     stage._step("published_late_events", batch_id)
     write.late_examples = [
@@ -144,6 +159,7 @@ def _publish_quarantine(
     rows = [(None, spark_file_uri(f), CORRUPT_FILE_REASON, e) for f, e in sorted(corrupt.items())]
     if rows:
         bad = bad.unionByName(bad_rows.sparkSession.createDataFrame(rows, QUARANTINE_SCHEMA))
+    bad = _gathered(stage, bad)
     stage.publish(bad, stage.output_dir / "quarantine", batch_id)
     stage._step("published_quarantine", batch_id)
     examples = rows[:_EXAMPLES_PER_BATCH]
