@@ -185,11 +185,12 @@ def split_batch(
         is_late = at_most(F.unix_micros("event_time"), watermark_ms * 1000)
     with stage._timed("parse"):  # materialises the cached parse
         counts = _counts(parsed, is_event, is_late)
-        bound = ahead_bound_ms(counts["quantile_ms"], s.watermark_ms)
+        events = counts["on_time"] + counts["late"]
+        quantile = _quantile_ms(parsed, is_event, events, counts, s.watermark_ms)
+        bound = ahead_bound_ms(quantile, s.watermark_ms)
         detail = None if bound is None else ahead_detail(bound)
         if counts["max_ms"] is not None and (bound is None or counts["max_ms"] <= bound):
             bound = None
-        events = counts["on_time"] + counts["late"]
         span = (counts["max_ms"] or 0) - (counts["min_ms"] or 0)
         skew = spark_skew(parsed, is_event, events, span, s.watermark_ms)
         if skew is not None:  # a minority ahead, between the lines: a clock set wrong
@@ -234,13 +235,9 @@ def split_batch(
 
 
 def _counts(parsed: DataFrame, is_event: Column, is_late: Column) -> Any:
-    """The batch's on-time events, late events, quarantined and filtered lines, its newest
-    event time and the :data:`AHEAD_QUANTILE` quantile of its event times, in one
-    aggregation."""
+    """The batch's on-time events, late events, quarantined and filtered lines, and its
+    newest and oldest event times, in one aggregation."""
     t_ms = F.when(is_event, F.unix_millis("event_time"))
-    quantile = F.expr(f"percentile_disc({AHEAD_QUANTILE}) WITHIN GROUP (ORDER BY _t_ms)").cast(
-        "bigint"
-    )
     return (
         parsed.select(
             is_event.alias("_e"),
@@ -255,7 +252,30 @@ def _counts(parsed: DataFrame, is_event: Column, is_late: Column) -> Any:
             F.count_if(F.col("_f")).alias("filtered"),
             F.max("_t_ms").alias("max_ms"),
             F.min("_t_ms").alias("min_ms"),
-            quantile.alias("quantile_ms"),
         )
         .first()
     )
+
+
+def _quantile_ms(
+    parsed: DataFrame, is_event: Column, events: int, counts: Any, watermark_ms: int
+) -> int | None:
+    """The :data:`AHEAD_QUANTILE` quantile of the batch's event times, as ``percentile_disc``
+    picks it: the ``m``-th newest, ``m = events − quantile_index(events)`` (0.1 % of them and
+    one), read by a top-``m`` (``TakeOrderedAndProject``: each task keeps its ``m`` newest)
+    instead of ``percentile_disc``, whose map of every event time is merged in one task (a
+    31-day backfill, 2 cores: 1.2 s). None without events, or when no event can be far
+    enough ahead of it to matter (the newest within the watermark delay of the oldest)."""
+    if events == 0 or counts["max_ms"] - counts["min_ms"] <= watermark_ms:
+        return None
+    m = events - quantile_index(events)
+    newest = (
+        parsed.where(is_event)
+        .select(F.unix_millis("event_time").alias("t"))
+        .orderBy(F.desc("t"))
+        .limit(m)
+        .agg(F.min("t").alias("t"))
+        .first()
+    )
+    assert newest is not None
+    return int(newest["t"])
