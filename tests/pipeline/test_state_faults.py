@@ -101,7 +101,8 @@ def test_a_line_from_the_future_is_quarantined_and_moves_no_watermark(
     quarantined = _quarantine(spark, tmp_path)
     assert [(q[0], q[1]) for q in quarantined] == [(bad, "future_event_time")]
     if stamp.endswith("1996:12:00:00 -0400"):
-        assert quarantined[0][2].startswith("more than the watermark delay ahead")
+        # the in-batch rule's detail, or the skew rule's where it sees the line too
+        assert "more than the watermark delay" in quarantined[0][2]
     want = {k: v for k, v in want_store.items() if k not in ("counters", "ledger")}
     assert {k: v for k, v in store.items() if k not in ("counters", "ledger")} == want
     counters = dict(store["counters"].keys())

@@ -229,14 +229,16 @@ def _ahead_of_batch(
     times = t_ms[is_event]
     k = quantile_index(len(times))
     delay = stage.settings.watermark_ms
-    bound = ahead_bound_ms(int(np.partition(times, k)[k]), delay)
-    assert bound is not None
-    detail = ahead_detail(bound)
+    bound = ahead_bound_ms(np.sort(np.partition(times, k)[k:]), delay)
+    detail = None if bound is None else ahead_detail(bound)
     sources = rows["source_file"].to_numpy(zero_copy_only=False)[is_event]
     skew = arrow_skew(times, sources, delay)
     if skew is not None:  # a minority ahead, between the lines: a clock set wrong
-        bound, detail = min(bound, skew.cut_ms - 1), skew.detail()
+        bound = skew.cut_ms - 1 if bound is None else min(bound, skew.cut_ms - 1)
+        detail = skew.detail()
         warn_once(stage, skew, batch_id)
+    if bound is None:
+        return rows, is_event, None
     ahead = is_event & (t_ms > bound)
     if not ahead.any():
         return rows, is_event, None
