@@ -32,6 +32,9 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .card b .t { white-space: nowrap; }
 """
 
+#: The Top URLs chart's margins above (its title) and below (its axis), px.
+_TOP_MARGIN, _BOTTOM_MARGIN = 40, 40
+
 
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
@@ -169,7 +172,14 @@ def render_html(report: dict[str, Any]) -> str:
             orientation="h",
         )
     )
-    urls.update_layout(title="Top URLs", height=40 + 28 * max(len(top), 1), margin={"t": 40})
+    # a 28-px row per bar inside the margins, each bar labelled (``dtick`` 1): with the
+    # margins inside that height, five bars had three labels
+    urls.update_layout(
+        title="Top URLs",
+        height=_TOP_MARGIN + _BOTTOM_MARGIN + 28 * max(len(top), 1),
+        margin={"t": _TOP_MARGIN, "b": _BOTTOM_MARGIN},
+        yaxis={"dtick": 1, "automargin": True},
+    )
 
     charts = [
         traffic.to_html(full_html=False, include_plotlyjs=True, div_id="chart-hourly"),
