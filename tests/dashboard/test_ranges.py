@@ -249,3 +249,32 @@ def test_explore_shows_its_times_in_the_page_s_zone():
     assert heading("utc") == "The last 5 minutes (16:53–16:58 UTC)"
     view.log_offset = None  # a store that does not record it: UTC, said so
     assert heading("log") == "The last 5 minutes (16:53–16:58 UTC)"
+
+
+def test_the_sites_heading_and_the_queries_watermark_follow_the_page_s_zone(tmp_path):
+    """Issue 62 item 3: the Sites heading named no zone and the streaming-queries table
+    showed the watermark in UTC beside a tile in the log's offset."""
+    from logstream.dashboard.explore import render_explore
+    from logstream.dashboard.explore_data import Explore, ExploreView, SiteRow
+    from tests.dashboard.test_panels import output
+    from tests.dashboard.test_tiles import kpi, progress, rows
+
+    view = ExploreView(
+        Explore(),
+        start="1995-07-09T16:00:00Z",
+        end="1995-07-09T17:00:00Z",
+        sites=[SiteRow("a.example", 10, 100)],
+        log_offset="-04:00",
+    )
+    sites = render_explore(view, "log")[2][0].children
+    assert sites == "Sites (1995-07-09 12:00 – 1995-07-09 13:00 -04:00)"
+    assert render_explore(view, "utc")[2][0].children.endswith("17:00 UTC)")
+
+    store = new_store(tmp_path / "s.db", log_offset="-04:00")
+    commit(store, 0, traffic=[traffic_row(k, 10) for k in range(30)])
+    store.record_progress([progress(0, watermark="1995-07-09T04:19:59.000Z")])
+    for zone, shown in (("log", "1995-07-09 00:19:59"), ("utc", "1995-07-09 04:19:59")):
+        out = refresh_outputs(tmp_path / "s.db", "all", "", None, zone=zone)
+        ingest = {r[0]: r for r in rows(output(out, "health"), "health-table")}["ingest"]
+        assert ingest[7] == shown
+        assert kpi(out, "watermark")[0].startswith(shown)

@@ -178,7 +178,7 @@ def _live(view: ExploreView, clock: _Clock) -> list[Any]:
     ]
 
 
-def _sites(view: ExploreView) -> list[Any]:
+def _sites(view: ExploreView, clock: _Clock) -> list[Any]:
     if not view.sites:
         return [html.H3("Sites"), html.P("No virtual host in the range.", className="empty")]
     rows = [
@@ -194,7 +194,11 @@ def _sites(view: ExploreView) -> list[Any]:
         for r in view.sites
     ]
     return [
-        html.H3(f"Sites ({view.start[:16]} – {view.end[:16]})"),
+        # in the page's time zone, as the live panel's and the tiles' times
+        html.H3(
+            f"Sites ({clock.at(view.start, day=True)} – {clock.at(view.end, day=True)} "
+            f"{clock.name})"
+        ),
         data_table("explore-sites-table", ["site", "requests", "bytes", "share"], rows),
     ]
 
@@ -255,7 +259,7 @@ def render_explore(view: ExploreView, zone: str | None = "log") -> tuple[Any, ..
         # drops a value that none of its options has, and showed "all sites" instead
         sites.append(chosen)
     options = [{"label": ALL_SITES, "value": ALL_SITES}] + [{"label": s, "value": s} for s in sites]
-    return (view.message, _live(view, clock), _sites(view), _compare(view, clock), options)
+    return (view.message, _live(view, clock), _sites(view, clock), _compare(view, clock), options)
 
 
 def register_explore(app: Dash, store_path: Path | str) -> None:

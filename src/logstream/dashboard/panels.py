@@ -610,12 +610,12 @@ def examples_tables(snap: Snapshot) -> tuple[list[Any], list[Any]]:
     return late, bad
 
 
-def _watermark_cell(row: dict[str, Any]) -> str:
-    """A progress row's watermark to the second; for the DStream edition, which has none,
-    its scheduling delay."""
+def _watermark_cell(row: dict[str, Any], snap: Snapshot) -> str:
+    """A progress row's watermark to the second, in the page's time zone (as the watermark
+    tile); for the DStream edition, which has none, its scheduling delay."""
     if row.get("scheduling_delay_ms") is not None:
         return f"none (DStream); scheduling delay {row['scheduling_delay_ms']:,} ms"
-    return (plot_time(row.get("watermark")) or "")[:19]
+    return (snap.shown(row.get("watermark")) or "")[:19]
 
 
 def _kafka_table(snap: Snapshot) -> list[Any]:
@@ -674,7 +674,7 @@ def health_table(snap: Snapshot) -> list[Any]:
             "state_rows": fmt_number(q.get("state_rows")),
             "dropped_by_watermark": fmt_number(q.get("dropped_by_watermark")),
             "timestamp": (plot_time(q.get("timestamp")) or "")[:19],
-            "watermark": _watermark_cell(q),
+            "watermark": _watermark_cell(q, snap),
         }
         for q in h.queries
     ]
@@ -686,12 +686,12 @@ def health_table(snap: Snapshot) -> list[Any]:
             [
                 ("query", "query", ""),
                 ("batch_id", "batch", "n"),
-                ("timestamp", "at (wall clock)", ""),
+                ("timestamp", "at (wall clock, UTC)", ""),
                 ("num_input_rows", "rows", "n"),
                 ("input_rows_per_s", "input/s", "n"),
                 ("processed_rows_per_s", "processed/s", "n"),
                 ("batch_duration_ms", "duration ms", "n"),
-                ("watermark", "watermark", ""),
+                ("watermark", f"watermark ({snap.zone_name})", ""),
                 ("state_rows", "state rows", "n"),
                 ("dropped_by_watermark", "dropped", "n"),
             ],
