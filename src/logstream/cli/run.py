@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -412,8 +413,17 @@ def _run_started(v: dict[str, Any], plan: _Plan, stop: threading.Event, log: Run
     try:
         # PySpark's SparkContext would install a SIGINT handler that cancels every job
         # mid-batch; ours (StopSignals) is kept, and lets the running micro-batch finish
+        # a cold JVM and SparkContext take seconds (a minute on a loaded machine): say so
+        started = time.monotonic()
+        if printer is not None and SparkSession.getActiveSession() is None:
+            _console.print("starting Spark…")
         with stderr_to(log.path):
             spark = get_spark(plan.settings, keep_signal_handlers=True)
+        if printer is not None and owns_session:
+            _console.print(
+                f"Spark started in {time.monotonic() - started:.1f} s; starting the queries "
+                "(the first micro-batch's line follows when it ends)"
+            )
         pipeline = None
         try:
             if stop.is_set():

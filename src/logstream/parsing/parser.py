@@ -213,6 +213,14 @@ def parse(
         F.col("_too_long"),
         *((group["time"].alias(TIME_TEXT_COLUMN),) if time_text else ()),
     )
+    reason = _reason(max_future_s)
+    kept = (TIME_TEXT_COLUMN,) if time_text else ()
+    return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN), *kept)
+
+
+def _reason(max_future_s: float | None) -> Column:
+    """The quarantine reason of a staged row of :func:`parse` (null for an event): the first
+    that holds, from the line's length and its match of the format to its typed fields."""
     raw_line = F.col("raw_line")
     # a line that matched is not empty and has no U+0001 (the format excludes it): only
     # NUL is left to look for, one scan instead of a trimmed copy and two scans of every line
@@ -231,8 +239,7 @@ def parse(
     )
     if max_future_s is not None:
         reason = reason.when(_in_the_future(max_future_s), F.lit("future_event_time"))
-    kept = (TIME_TEXT_COLUMN,) if time_text else ()
-    return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN), *kept)
+    return reason
 
 
 def _bounded(lines: DataFrame, max_line_bytes: int | None) -> tuple[DataFrame, Column, Column]:
