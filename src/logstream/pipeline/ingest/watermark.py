@@ -61,7 +61,7 @@ def ahead_bound_ms(top_ms: np.ndarray, watermark_ms: int) -> int | None:
     follows the bulk of a micro-batch, never a few lines far ahead of it — a replayed 1995 log
     with a line typed 1996 would otherwise make every later line late. A log's own last
     minutes are no jump, however many the 0.1 % are (a 31-day backfill in one micro-batch:
-    its last 1,093 events span 28 minutes of the night), so the rule asks for a gap, not for
+    its last 1,093 events span 38 minutes of the night), so the rule asks for a gap, not for
     a distance from the quantile. The rule is exact and deterministic (a replay finds the
     same bound); it cannot see a jump in a micro-batch of fewer than 1,000 events, whose
     quantile is its newest event: there the clock's rule (``--max-future``,
