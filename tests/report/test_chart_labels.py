@@ -36,17 +36,25 @@ def _report() -> dict:
     }
 
 
+def _top_urls_chart(browser, page) -> tuple[list[str], int]:
+    """The Top URLs chart of the HTML report ``page`` as Chromium draws it: its bars'
+    labels, and the links in it."""
+    tab = browser.new_page()
+    tab.goto(page.as_uri())
+    tab.wait_for_selector("#chart-top-urls .ytick text")
+    ticks = tab.eval_on_selector_all(
+        "#chart-top-urls .ytick text", "els => els.map(e => e.textContent)"
+    )
+    links = tab.eval_on_selector_all("#chart-top-urls svg a", "els => els.length")
+    tab.close()
+    return ticks, links
+
+
 def test_a_url_path_with_a_link_is_plain_text_in_the_report_chart(tmp_path):
     page = tmp_path / "report.html"
     page.write_text(render_html(_report()), encoding="utf-8")
     with chromium() as browser:
-        tab = browser.new_page()
-        tab.goto(page.as_uri())
-        tab.wait_for_selector("#chart-top-urls .ytick text")
-        ticks = tab.eval_on_selector_all(
-            "#chart-top-urls .ytick text", "els => els.map(e => e.textContent)"
-        )
-        links = tab.eval_on_selector_all("#chart-top-urls svg a", "els => els.length")
+        ticks, links = _top_urls_chart(browser, page)
     assert EVIL in ticks and "/a&b" in ticks  # shown as written
     assert links == 0
 
@@ -63,20 +71,15 @@ def test_a_section_with_a_link_is_plain_text_in_the_dashboard_chart(tmp_path):
 
 def test_every_bar_of_the_report_top_urls_has_its_label(tmp_path):
     """Five bars had three labels: Plotly skips tick labels that do not fit their bars."""
-    for n in (1, 5, 10):
-        report = _report()
-        report["top_urls"] = [
-            {"url_path": f"/shuttle/missions/sts-{70 + k}/mission-sts-{70 + k}.html",
-             "requests": 100 - k, "bytes": 5}
-            for k in range(n)
-        ]  # fmt: skip
-        page = tmp_path / f"report-{n}.html"
-        page.write_text(render_html(report), encoding="utf-8")
-        with chromium() as browser:
-            tab = browser.new_page()
-            tab.goto(page.as_uri())
-            tab.wait_for_selector("#chart-top-urls .ytick text")
-            ticks = tab.eval_on_selector_all(
-                "#chart-top-urls .ytick text", "els => els.map(e => e.textContent)"
-            )
-        assert sorted(ticks) == sorted(u["url_path"] for u in report["top_urls"]), n
+    with chromium() as browser:
+        for n in (1, 5, 10):
+            report = _report()
+            report["top_urls"] = [
+                {"url_path": f"/shuttle/missions/sts-{70 + k}/mission-sts-{70 + k}.html",
+                 "requests": 100 - k, "bytes": 5}
+                for k in range(n)
+            ]  # fmt: skip
+            page = tmp_path / f"report-{n}.html"
+            page.write_text(render_html(report), encoding="utf-8")
+            ticks, _ = _top_urls_chart(browser, page)
+            assert sorted(ticks) == sorted(u["url_path"] for u in report["top_urls"]), n
