@@ -242,7 +242,7 @@ def run_demo(
 
     def watch() -> None:
         if not stop_event.wait(settings.duration_s) and settings.duration_s is not None:
-            console.print(f"--duration {settings.duration_s:g}s reached: stopping the queries")
+            console.print(pipeline.stop_for_duration(f"{settings.duration_s:g}s"))
         pipeline.request_stop()
 
     replay_thread.start()

@@ -14,6 +14,7 @@ from tests.pipeline.helpers import config, nasa_lines, write_chunks
 from logstream.pipeline import Pipeline
 from logstream.pipeline.run import _last_ran
 from logstream.serving import ServingStore
+from logstream.session import SPARK_LOG_LEVEL
 from logstream.sinks.gate import StopGate, StopRequested, is_stop_requested
 
 PER_FILE = 1000
@@ -228,3 +229,37 @@ def test_the_stop_waits_only_for_the_progress_of_micro_batches_that_ran(spark, c
     finally:
         ran.stop()
     assert ("ingest", 2) in {(r["query"], r["batch_id"]) for r in ran.listener.history}
+
+
+def test_the_duration_stop_lets_the_running_micro_batch_finish_and_starts_no_other(
+    spark, chunks, tmp_path
+):
+    cfg = config(tmp_path, chunks, trigger="1 second", queries="none", dedup=False)
+    pipeline = Pipeline(spark, cfg)
+    paused, said = threading.Event(), []
+
+    def hook(name: str, batch_id: int) -> None:
+        if name == "published_events" and batch_id == 0:
+            paused.set()
+            # --duration is reached while micro-batch 0 is between two of its writes
+            said.append(pipeline.stop_for_duration("25s"))
+
+    pipeline.ingest.step_hook = hook
+    thread, errors = run_in_thread(pipeline)
+    assert paused.wait(120), "micro-batch 0 never reached the step"
+    thread.join(120)
+    assert not thread.is_alive() and not errors, errors
+    pipeline.stop()
+    assert said == [
+        "--duration 25s reached: stopping the queries; no micro-batch starts now "
+        "(the micro-batch in progress finishes first)"
+    ]
+    store = assert_outputs_agree_with_the_store(spark, tmp_path)
+    # the micro-batch in progress was delivered whole; none started after the line
+    assert {r["batch_id"] for r in store.query("SELECT batch_id FROM ledger")} == {0}
+    assert [r["batch_id"] for r in pipeline.listener.history] == [0]
+    # between micro-batches: nothing in progress, and the line says nothing of it
+    idle = Pipeline(spark, config(tmp_path / "idle", chunks, queries="none"))
+    assert idle.stop_for_duration("2m").endswith("no micro-batch starts now")
+    spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)  # as its stop() would
+    restart_to_the_end(spark, tmp_path, chunks)

@@ -512,8 +512,7 @@ def _run_pipeline(
     if plan.duration_s is not None:
 
         def duration_reached() -> None:
-            _console.print(f"--duration {v['duration']} reached: stopping the queries")
-            pipeline.request_stop()
+            _console.print(pipeline.stop_for_duration(str(v["duration"])))
 
         timer = threading.Timer(plan.duration_s, duration_reached)
         timer.daemon = True

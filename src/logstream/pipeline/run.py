@@ -444,6 +444,29 @@ class Pipeline:
         """Ask :meth:`run` to return (safe from a signal handler)."""
         self.stop_requested.set()
 
+    def stop_for_duration(self, duration: str) -> str:
+        """``--duration``'s stop: from now on no micro-batch starts (the gate closes, Spark's
+        log is off as in :meth:`stop`), :meth:`run` returns once the micro-batches in
+        progress end, and :meth:`stop` finishes the stop. Not for a signal handler (it takes
+        the gate's lock).
+
+        Returns
+        -------
+        str
+            The line to print: the duration reached, and how many micro-batches in progress
+            finish first (their progress lines follow it).
+        """
+        self.stop_requested.set()
+        _log_level(self.spark)("OFF")  # a refused micro-batch is a stop, not an error
+        self.gate.close(timeout=0)
+        running = self.gate.running
+        line = f"--duration {duration} reached: stopping the queries; no micro-batch starts now"
+        if running == 1:
+            line += " (the micro-batch in progress finishes first)"
+        elif running:
+            line += f" (the {running} micro-batches in progress finish first)"
+        return line
+
     def _await_triggers(self, timeout_s: float) -> None:
         """Wait until no query is inside a trigger (with the gate closed a new one writes
         nothing, so this ends), at most ``timeout_s`` seconds."""
