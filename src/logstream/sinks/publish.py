@@ -166,6 +166,8 @@ def _publish(root: Path, batch_id: int, write: Callable[[Path], None]) -> bool:
         shutil.rmtree(staging)
     write(staging)
     staging.rename(final)
+    if batch_id != SCHEMA_BATCH_ID:  # a batch carries the schema now: no placeholder left
+        shutil.rmtree(batch_dir(root, SCHEMA_BATCH_ID), ignore_errors=True)
     return True
 
 
@@ -176,8 +178,9 @@ def ensure_schema(
 
     Without it ``spark.read.parquet(root)`` fails ("unable to infer schema") until the first
     row arrives, e.g. for ``late_events`` on a run with no late event. The file is published as
-    batch :data:`SCHEMA_BATCH_ID` and holds no row. (A JSON file cannot carry a schema, a CSV
-    file only its header: read those formats with :func:`read_output` and a schema.)
+    batch :data:`SCHEMA_BATCH_ID` and holds no row; the output's first micro-batch removes it.
+    (A JSON file cannot carry a schema, a CSV file only its header: read those formats with
+    :func:`read_output` and a schema.)
     """
     if any(root.glob(f"{BATCH_DIR_PREFIX}*")):
         return
