@@ -22,7 +22,7 @@ def kafka(start, end, latest, rows=0):
         description="KafkaV2[Subscribe[weblog]]",
         startOffset=None if start is None else json.dumps({"weblog": start}),
         endOffset=json.dumps({"weblog": end}),
-        latestOffset=json.dumps({"weblog": latest}),
+        latestOffset=None if latest is None else json.dumps({"weblog": latest}),
         numInputRows=rows,
         inputRowsPerSecond=120.0,
         processedRowsPerSecond=float("nan"),
@@ -49,6 +49,12 @@ def test_offsets_lag_and_lost_messages_per_partition():
     assert kafka_progress([kafka(None, {"0": 20}, {"0": 20}, 20)])["lost"] is None
     assert kafka_progress([SimpleNamespace(description="FileStreamSource[x]")]) is None
     assert kafka_text(got) == "; Kafka lag 6"
+    # a micro-batch replayed from the offset log after a restart: Spark has no newest offsets
+    replayed = kafka_progress([kafka({"0": 5}, {"0": 15}, None, 10)])
+    assert replayed["lag"] is None and replayed["partitions"][0]["latest"] is None
+    assert kafka_text(replayed) == (
+        "; Kafka lag – (Spark reports no newest offsets for a micro-batch planned before a restart)"
+    )
     assert "8 messages deleted before they were read" in kafka_text({"lag": 0, "lost": 8})
 
 

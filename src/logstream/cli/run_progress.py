@@ -46,10 +46,18 @@ def follow_losses_text(losses: dict[str, int] | None) -> str:
 
 def kafka_text(kafka: dict[str, Any] | None) -> str:
     """``; Kafka lag 120`` (and the messages lost, when any) of a progress row's Kafka
-    source (:func:`logstream.monitoring.kafka.kafka_progress`), else ``""``."""
+    source (:func:`logstream.monitoring.kafka.kafka_progress`), else ``""``. Spark reports no
+    newest offsets for a micro-batch planned before a restart (read again from its offset
+    log): its lag is ``–``, and the line says why."""
     if not kafka:
         return ""
-    text = "" if kafka.get("lag") is None else f"; Kafka lag {kafka['lag']:,}"
+    if kafka.get("lag") is None:
+        text = (
+            "; Kafka lag – (Spark reports no newest offsets for a micro-batch planned before "
+            "a restart)"
+        )
+    else:
+        text = f"; Kafka lag {kafka['lag']:,}"
     if kafka.get("lost"):
         text += (
             f"; [yellow]{plural(kafka['lost'], 'message')} deleted before they were read"
