@@ -175,3 +175,28 @@ def test_a_filter_reads_the_events_and_the_url_keeps_it(live):
         )
         rows = _cells(other, "#compare-hosts")
         assert rows and int(rows[0][1].replace(",", "")) == max(errors["clients"].values())
+
+
+def test_the_header_and_the_explore_section_name_the_micro_batch_they_show(live):
+    pipeline, landing, server = live
+    _write(landing, "one-more.log", nasa_lines(data_file(BASE))[:50])  # a micro-batch at least
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(server.url)
+
+        def newest() -> int | None:
+            sql = "SELECT MAX(batch_id) AS b FROM ledger WHERE query = 'ingest'"
+            return pipeline.store.query(sql)[0]["b"]
+
+        def both() -> tuple[str, str]:
+            return page.inner_text("#updated"), page.inner_text("#explore-message")
+
+        # once the run has nothing more to read, both sections show its newest micro-batch
+        _wait(
+            lambda: (
+                newest() is not None
+                and both()[0].endswith(f" · micro-batch {newest()}")
+                and both()[1] == f"As of micro-batch {newest()}."
+            ),
+            shown=both,
+        )

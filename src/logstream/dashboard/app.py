@@ -237,7 +237,9 @@ def refresh_outputs(
     key.append(",".join(filters.status_classes))
     key += [",".join(filters.sections), ",".join(filters.agent_classes), filters.zone]
     children, cls = banner(snap)
-    head = (children, cls, snap.read_at, key)
+    # the page is one snapshot: the header names its micro-batch, as the explore section does
+    shown = snap.read_at if snap.batch is None else f"{snap.read_at} · micro-batch {snap.batch}"
+    head = (children, cls, shown, key)
     if seen == key and snap.state == "ok":
         return head + _UNCHANGED
     if shared is None or snap.state != "ok":

@@ -88,7 +88,12 @@ from logstream.errors import ConfigError
 from logstream.monitoring.kafka import kafka_source
 from logstream.serving import ServingStore, shared_reader, store_location
 from logstream.serving.read_errors import READ_ERRORS, read_failure
-from logstream.serving.reader import FOLLOW_LOSS_KEYS, StoreReader, follow_losses
+from logstream.serving.reader import (
+    FOLLOW_LOSS_KEYS,
+    INGEST_QUERY,
+    StoreReader,
+    follow_losses,
+)
 from logstream.serving.rows import LedgerRow
 from logstream.units import plural
 
@@ -347,6 +352,8 @@ def _ok(
     snap = Snapshot(
         state="ok", message="", top=top, counters=counters, version=version, notes=notes, **base
     )
+    if last is not None and last.query == INGEST_QUERY:
+        snap.batch = last.batch_id
     _describe(snap, state, losses)
     if newest_ms is None:  # no event time recorded: only quarantined lines so far, or none
         snap.message = (

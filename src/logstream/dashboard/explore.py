@@ -259,7 +259,10 @@ def render_explore(view: ExploreView, zone: str | None = "log") -> tuple[Any, ..
         # drops a value that none of its options has, and showed "all sites" instead
         sites.append(chosen)
     options = [{"label": ALL_SITES, "value": ALL_SITES}] + [{"label": s, "value": s} for s in sites]
-    return (view.message, _live(view, clock), _sites(view, clock), _compare(view, clock), options)
+    message: Any = view.message
+    if not message and view.batch is not None:  # the page's header names its own
+        message = f"As of micro-batch {view.batch}."
+    return (message, _live(view, clock), _sites(view, clock), _compare(view, clock), options)
 
 
 def register_explore(app: Dash, store_path: Path | str) -> None:

@@ -46,6 +46,7 @@ from logstream.filter_arrow import arrow_expression
 from logstream.filters import EventFilter, parse_instant
 from logstream.serving import ServingStore, shared_reader, store_location
 from logstream.serving.postgres import redact_url
+from logstream.serving.reader import INGEST_QUERY
 
 __all__ = [
     "ALL_SITES",
@@ -172,6 +173,8 @@ class ExploreView:
     sites: list[SiteRow] = field(default_factory=list)
     #: the offset the log is written in (``-04:00``; the store's ``log_offset``), if known
     log_offset: str | None = None
+    #: the newest committed ingest micro-batch when the section read the store
+    batch: int | None = None
 
 
 def _newest(read: Any) -> datetime | None:
@@ -360,6 +363,8 @@ def read_explore(store_path: Path | str, controls: Explore) -> ExploreView:
         store = _store(store_path)
         with store.reader() as read:
             view.log_offset = read.state_value("log_offset") or None
+            last = read.last_committed()
+            view.batch = last.batch_id if last is not None and last.query == INGEST_QUERY else None
             newest = _newest(read)
             if newest is None:
                 view.message = "No event yet."

@@ -482,6 +482,8 @@ class Snapshot:
     store_path: Path | str  #: the SQLite file, or the PostgreSQL URL (password masked)
     filters: Filters
     read_at: str = ""
+    #: the newest committed ingest micro-batch the snapshot shows (None: not an ingest store)
+    batch: int | None = None
     stale: str | None = None
     notes: list[str] = field(default_factory=list)
     version: tuple[Any, ...] = ()  #: changes when the store has new data
