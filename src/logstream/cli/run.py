@@ -415,7 +415,7 @@ def _run_started(v: dict[str, Any], plan: _Plan, stop: threading.Event, log: Run
         # mid-batch; ours (StopSignals) is kept, and lets the running micro-batch finish
         # a cold JVM and SparkContext take seconds (a minute on a loaded machine): say so
         started = time.monotonic()
-        if printer is not None and SparkSession.getActiveSession() is None:
+        if printer is not None and owns_session:
             _console.print("starting Spark…")
         with stderr_to(log.path):
             spark = get_spark(plan.settings, keep_signal_handlers=True)

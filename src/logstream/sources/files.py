@@ -9,9 +9,7 @@ batch and streaming alike.
 
 from __future__ import annotations
 
-import bz2
 import glob
-import gzip
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +19,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import functions as F
 
 from logstream.errors import InputPathError
+from logstream.sources.integrity import OPENERS
 from logstream.units import plural
 
 if TYPE_CHECKING:
@@ -216,14 +215,13 @@ HEAD_BYTES = 1 << 20
 
 
 def head_lines(path: str, n: int = 100) -> list[str]:
-    """The first ``n`` complete lines of a local file (gzip by its ``.gz`` name), read in
+    """The first ``n`` complete lines of a local file (gzip and bzip2 by their names), read in
     Python before Spark starts: at most :data:`HEAD_BYTES` bytes, decoded as UTF-8 with
     replacement; empty when the file cannot be read (Spark reports that later)."""
     try:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
+        with OPENERS.get(Path(path).suffix, open)(path, "rb") as f:
             head = f.read(HEAD_BYTES)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, ValueError):  # gzip's BadGzipFile is an OSError
         return []
     lines = head.decode("utf-8", errors="replace").splitlines()
     return lines[:n] if len(head) < HEAD_BYTES else lines[: min(n, len(lines) - 1)]
@@ -248,7 +246,7 @@ def lines_at_most(paths: Sequence[str], limit: int, chunk: int = 1 << 20) -> boo
         suffix = Path(path).suffix
         if _is_remote(path) or suffix in _OTHER_CODECS:
             return None
-        opener = {".gz": gzip.open, ".bz2": bz2.open}.get(suffix, open)
+        opener = OPENERS.get(suffix, open)
         try:
             with opener(_local(path), "rb") as f:
                 last = b"\n"

@@ -35,6 +35,7 @@ from logstream.errors import CorruptInputError
 __all__ = [
     "CHECKED_SUFFIXES",
     "CORRUPT_FILE_REASON",
+    "OPENERS",
     "check_file",
     "check_files",
     "files_of_batch",
@@ -46,8 +47,11 @@ __all__ = [
 #: The quarantine reason of a file that cannot be read to its end.
 CORRUPT_FILE_REASON = "corrupt_file"
 
+#: How Python opens a compressed file Spark reads by its suffix (binary mode, ``"rb"``); a
+#: suffix not here is read as it is.
+OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
 #: Compressed formats whose integrity is checked.
-CHECKED_SUFFIXES = (".gz", ".bz2")
+CHECKED_SUFFIXES = tuple(OPENERS)
 
 _CHUNK = 1 << 16
 
@@ -81,7 +85,7 @@ def check_file(path: Path) -> str | None:
         readable file.
     """
     suffix = path.suffix.lower()
-    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(suffix)
+    opener = OPENERS.get(suffix)
     read = 0
     try:
         if opener is None:

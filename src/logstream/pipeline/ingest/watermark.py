@@ -195,8 +195,6 @@ def split_batch(
         events = counts["on_time"] + counts["late"]
         bound = _ahead_bound(parsed, is_event, events, counts, s.watermark_ms)
         detail = None if bound is None else ahead_detail(bound)
-        if counts["max_ms"] is not None and (bound is None or counts["max_ms"] <= bound):
-            bound = None
         span = (counts["max_ms"] or 0) - (counts["min_ms"] or 0)
         skew = spark_skew(parsed, is_event, events, span, s.watermark_ms)
         if skew is not None:  # a minority ahead, between the lines: a clock set wrong
