@@ -48,6 +48,10 @@ _HEIGHT = 250
 #: Bottom margins, px: with the legend under the axis, and without a legend.
 _LEGEND_MARGIN = 62
 _NO_LEGEND_MARGIN = 36
+#: A legend of one line per key, on the right of the plot, top down; the bottom margin then
+#: holds the tick labels' two lines (time, then date) and the axis title.
+_SIDE_LEGEND = {"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top"}
+_SIDE_LEGEND_MARGIN = 48
 #: Height of the requests chart, in px.
 REQUESTS_HEIGHT = 400
 #: Name of the trace of site-wide request alerts in the requests chart.
@@ -454,11 +458,14 @@ def dimension_figure(snap: Snapshot, dimension: str) -> dict[str, Any]:
         title += f" ({d.bucket_s // 60}-minute averages)"
     if note := snap.coverage_note(d.covered_from):  # kept for less than the range
         title += f"<br><sup>{html.escape(note)}</sup>"
+    layout = _range_layout(snap, title)
+    # one line per key: a legend under the axis wraps into rows the bottom margin does not
+    # hold, and ran over the axis title and the date under the ticks ("Jul 9,"): beside it
+    layout["legend"] = _SIDE_LEGEND
+    layout["margin"]["b"] = _SIDE_LEGEND_MARGIN
     return {
         "data": data,
-        "layout": _one_point_axis(
-            _range_layout(snap, title), d.times, d.bucket_s, snap.zone_offset_s
-        ),
+        "layout": _one_point_axis(layout, d.times, d.bucket_s, snap.zone_offset_s),
     }
 
 
