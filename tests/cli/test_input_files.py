@@ -14,10 +14,12 @@ import gzip
 import io
 import json
 import re
+import threading
 from itertools import islice
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 from tests.conftest import NO_PANELS
 
 from logstream.cli import main
@@ -95,3 +97,25 @@ def test_run_reads_the_subdirectories_that_batch_reads(batch_run, stream_run):
     lines, _ = stream_run
     assert report["general"]["total_requests"] == sum(VISIBLE.values())
     assert lines == sum(VISIBLE.values())
+
+
+def test_a_run_called_from_another_thread_leaves_the_running_session_alive(
+    spark, landing, tmp_path
+):
+    # the JVM's active session is per thread: a new thread has none, while the process's
+    # session runs; `logstream run` must not take it for its own and stop it
+    args = ["run", "--input-dir", str(landing), "--format", "common"]
+    args += ["--output-dir", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state")]
+    args += ["--trigger", "available-now", "--queries", "none", "--no-dashboard", "--quiet"]
+    seen, results = [], []
+
+    def call() -> None:
+        seen.append(SparkSession.getActiveSession())
+        results.append(main(args))
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    thread.join(300)
+    assert seen == [None] and results == [0]
+    assert not spark.sparkContext._jsc.sc().isStopped()
+    assert spark.range(3).count() == 3

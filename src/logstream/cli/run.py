@@ -386,6 +386,14 @@ def _run(ctx: typer.Context, values: dict[str, Any], stop: threading.Event) -> N
         lock.release()
 
 
+def _spark_context_running() -> bool:
+    """Whether this process already runs a SparkContext (a local session, whatever thread
+    made it active)."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def _run_started(v: dict[str, Any], plan: _Plan, stop: threading.Event, log: RunLog) -> None:
     """Start Spark (its JVM writing to ``log``), run, and print the summary."""
     from pyspark.sql import SparkSession
@@ -393,7 +401,9 @@ def _run_started(v: dict[str, Any], plan: _Plan, stop: threading.Event, log: Run
     from logstream.jvm import stderr_to
     from logstream.session import get_spark
 
-    owns_session = SparkSession.getActiveSession() is None
+    # the JVM's active session is per thread: a process whose session runs, called from a
+    # thread without it (in-process use, the tests), must not see it as absent and stop it
+    owns_session = SparkSession.getActiveSession() is None and not _spark_context_running()
     ref: list[Any] = []
     printer = None if v["quiet"] else progress_printer(_console, ref)
     dashboard = None
