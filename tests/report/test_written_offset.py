@@ -45,3 +45,44 @@ def test_the_fast_form_reads_every_offset_as_the_regular_expression_does(spark):
     assert by_text["09/Jul/1995:23:59:59 -1800"][0] == -18 * 3600
     assert by_text["09/Jul/1995:23:59:59 +9900"][0] == 0
     assert by_text["1995-07-09T12:00:00.123+02:00"][0] == 7200
+
+
+def test_the_parse_reads_an_event_s_offset_as_the_regular_expression_does(spark, nasa_day):
+    """With the Common Log Format's time, the parse keeps each event's offset (its time's
+    last word): equal to the regular expression's on every event of the real NASA day and
+    of lines written in other offsets; a time the pattern refuses is no event."""
+    from logstream.parsing import REASON_COLUMN, compile_format, parse
+    from logstream.parsing.parser import TIME_TEXT_COLUMN, WRITTEN_OFFSET_COLUMN
+    from logstream.sources import read_lines
+
+    written = [
+        f'h - - [09/Jul/1995:23:59:59 {offset}] "GET / HTTP/1.0" 200 1'
+        for offset in ("+0530", "-0930", "+1800", "-1800", "-0000", "+1801", "+0560", "+05:30")
+    ]
+    lines = read_lines(spark, [nasa_day]).unionByName(
+        spark.createDataFrame([(w, "written") for w in written], "value string, source_file string")
+    )
+    parsed = parse(lines, compile_format("common"), time_text=True)
+    parsed = parsed.where(F.col(REASON_COLUMN).isNull())  # the events
+    slow = _written_offset_seconds(F.col(TIME_TEXT_COLUMN), fast=False)
+    rows = parsed.select(
+        TIME_TEXT_COLUMN, F.col(WRITTEN_OFFSET_COLUMN).alias("parsed"), slow.alias("slow")
+    )
+    assert rows.where(~F.col("parsed").eqNullSafe(F.col("slow"))).count() == 0
+    assert rows.count() == 35_272 + 5  # three offsets past ±18:00 or written with a colon
+    found = {
+        r[0][-5:]: r.parsed for r in rows.where("time_text like '09/Jul/1995:23:59:59 %'").collect()
+    }
+    assert found["+0530"] == 19_800 and found["-0930"] == -34_200 and found["-0000"] == 0
+    assert {r.parsed for r in rows.where("time_text like '09/Jul/1995:0%'").collect()} == {-14_400}
+
+
+def test_only_the_common_log_format_s_time_gets_the_parse_s_offset(spark):
+    from logstream.parsing import compile_format, parse
+    from logstream.parsing.parser import WRITTEN_OFFSET_COLUMN
+
+    lines = spark.createDataFrame([("x", "s")], "value string, source_file string")
+    assert WRITTEN_OFFSET_COLUMN in parse(lines, compile_format("common"), time_text=True).columns
+    assert WRITTEN_OFFSET_COLUMN not in parse(lines, compile_format("common")).columns
+    iso = compile_format('%h %l %u [%{%Y-%m-%dT%H:%M:%S%z}t] "%r" %>s %b')
+    assert WRITTEN_OFFSET_COLUMN not in parse(lines, iso, time_text=True).columns

@@ -62,11 +62,12 @@ def is_static_asset(url_path: Column | str = "url_path") -> Column:
 
 def is_content_page(url_path: Column | str = "url_path") -> Column:
     """True when the URL path is a content page: ends in ``.html``, ``.htm`` (any case) or
-    ``/``; false without a path. String functions on the path's last five characters, no
-    regular expression (a regex per event cost 6.5 CPU-seconds on 10M NASA lines)."""
+    ``/``; false without a path. The text after the path's last dot, no regular expression (a
+    regex per event cost 6.5 CPU-seconds on 10M NASA lines) and no substring counted from the
+    end, which counts every character of the path first (1 s of the 284-day report)."""
     col = F.col(url_path) if isinstance(url_path, str) else url_path
-    tail = F.lower(F.substring(col, -5, 5))
-    page = tail.endswith(".html") | tail.endswith(".htm") | col.endswith("/")
+    extension = F.lower(F.substring_index(col, ".", -1))
+    page = col.endswith("/") | (col.contains(".") & extension.isin("html", "htm"))
     return F.coalesce(page, F.lit(False))
 
 

@@ -63,7 +63,9 @@ def is_static_target(target: Column, extra: Sequence[str] = ()) -> Column:
     one of them (string functions and a set lookup, no regular expression: a query string
     after the extension, ``/a.css?v=2``, is not static, as in GoAccess)."""
     after_dot = F.lower(F.substring_index(target, ".", -1))
-    return (F.instr(target, ".") > 0) & after_dot.isin(static_names(extra))
+    # contains, not instr: instr counts characters up to the match (UTF8String.indexOf, 8 %
+    # of the 284-day report's executor time for two of them)
+    return target.contains(".") & after_dot.isin(static_names(extra))
 
 
 def request_target(
@@ -100,7 +102,7 @@ def request_target(
         F.concat(url_path, F.lit("?"), query_string)
     )
     decoded = F.when(
-        F.instr(target, "%") > 0,
+        target.contains("%"),
         # trimmed, as GoAccess trims the decoded target ("/a%20" is "/a")
         F.trim(F.coalesce(F.try_url_decode(F.replace(target, F.lit("+"), F.lit("%2B"))), target)),
     ).otherwise(target)

@@ -29,6 +29,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "REASON_COLUMN",
     "TIME_TEXT_COLUMN",
+    "WRITTEN_OFFSET_COLUMN",
     "events",
     "fenced",
     "parse",
@@ -39,6 +40,12 @@ __all__ = [
 REASON_COLUMN = "quarantine_reason"
 #: Column of :func:`parse`'s output (``time_text=True``) holding the time as written.
 TIME_TEXT_COLUMN = "time_text"
+#: Column of :func:`parse`'s output (``time_text=True``, a format whose time is the Common Log
+#: Format's, ``dd/MMM/yyyy:HH:mm:ss Z``) holding the UTC offset written in an event's time
+#: (seconds east of UTC): that pattern parses only a time ending in a space and ``±HHMM``
+#: within ±18:00, so the last word of an event's time is its offset, read without a regular
+#: expression. Meaningless where ``event_time`` is null.
+WRITTEN_OFFSET_COLUMN = "written_offset_s"
 #: How far ahead of the clock an event time may be before the line is quarantined as
 #: ``future_event_time`` (seconds; ``logstream run --max-future``): a day, as Apache Druid's
 #: ``earlyMessageRejectionPeriod`` is commonly set, which no clock skew or time zone reaches.
@@ -134,8 +141,9 @@ def parse(
         A line of more bytes is quarantined as ``line_too_long`` with its first
         :data:`LONG_LINE_KEPT` characters; the format never reads it. None: no bound.
     time_text : bool
-        Also keep the time as written, in a last column :data:`TIME_TEXT_COLUMN` (the batch
-        report reads the line's offset from it).
+        Also keep the time as written, in a column :data:`TIME_TEXT_COLUMN` (the batch
+        report reads the line's offset from it), and with the Common Log Format's time its
+        offset, in a last column :data:`WRITTEN_OFFSET_COLUMN`.
 
     Returns
     -------
@@ -214,8 +222,18 @@ def parse(
         *((group["time"].alias(TIME_TEXT_COLUMN),) if time_text else ()),
     )
     reason = _reason(max_future_s)
-    kept = (TIME_TEXT_COLUMN,) if time_text else ()
+    kept: tuple[Column | str, ...] = (TIME_TEXT_COLUMN,) if time_text else ()
+    if time_text and fmt.time_kind == "pattern" and fmt.time_pattern == _CLF_TIME_PATTERN:
+        kept = (*kept, _clf_offset_seconds(F.col(TIME_TEXT_COLUMN)).alias(WRITTEN_OFFSET_COLUMN))
     return typed.select(*EVENT_COLUMNS, "raw_line", reason.alias(REASON_COLUMN), *kept)
+
+
+def _clf_offset_seconds(written: Column) -> Column:
+    """The offset of a time the Common Log Format's pattern parsed (``… -0400``: -14,400),
+    seconds east of UTC: its last word, ``±HHMM``, cast once (no regular expression)."""
+    hhmm = F.substring_index(written, " ", -1).try_cast("int")  # "-0430" is -430
+    magnitude = (F.floor(F.abs(hhmm) / 100) * 3600 + F.abs(hhmm) % 100 * 60).cast("bigint")
+    return F.when(hhmm < 0, -magnitude).otherwise(magnitude)
 
 
 def _reason(max_future_s: float | None) -> Column:

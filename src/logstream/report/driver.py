@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -79,8 +80,10 @@ class DriverRows:
     """
 
     def __init__(self, rows: pa.Table) -> None:
-        frame = rows.to_pandas()
-        self.views = {name: part for name, part in frame.groupby("view", sort=False)}
+        # each view's rows cut out in Arrow, then converted: a pandas group-by of the whole
+        # frame copied every column once more (0.7 s of 1.9 M rows, 284 days)
+        views = pc.unique(rows["view"]).to_pylist()
+        self.views = {name: rows.filter(pc.equal(rows["view"], name)).to_pandas() for name in views}
 
     def view(self, name: str) -> pd.DataFrame:
         """The rows of one view (an empty frame without any)."""
@@ -362,8 +365,9 @@ def _agent_items(agent: pd.DataFrame, shown: set[str]) -> list[pd.DataFrame]:
 
 
 def _iso_days(days: pd.Series) -> pd.Series:
-    """Days since 1970-01-01 as ISO dates."""
-    return days.map(lambda d: (_EPOCH + timedelta(days=int(d))).isoformat())
+    """Days since 1970-01-01 as ISO dates (each distinct day formatted once)."""
+    names = {d: (_EPOCH + timedelta(days=int(d))).isoformat() for d in days.unique()}
+    return days.map(names)
 
 
 def _ranked(items: pd.DataFrame, depth: int) -> list[dict[str, Any]]:

@@ -69,7 +69,7 @@ from logstream.analytics.requests import (
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
 from logstream.parsing.detect import LOG_OFFSET_REGEX
-from logstream.parsing.parser import TIME_TEXT_COLUMN
+from logstream.parsing.parser import TIME_TEXT_COLUMN, WRITTEN_OFFSET_COLUMN
 
 __all__ = [
     "HOST_DAY",
@@ -271,16 +271,20 @@ def _line_columns(
     written twice in one projection once): ``_t`` (epoch ms), ``_off`` (the written offset, s),
     ``_day`` (days since the epoch), ``_agent``, ``_target`` and ``_mp`` (the request and its
     method and protocol), ``_kind`` (:data:`REQUEST_KINDS`), ``_page`` (a content page),
-    ``_visitor`` (the GoAccess visitor's hash)."""
-    if time_zone is None:  # each line's calendar day is the date written in it
-        # the time as written when the parse kept it (a short text), else the whole line
-        fast = TIME_TEXT_COLUMN in rows.columns
-        written = F.col(TIME_TEXT_COLUMN if fast else "raw_line")
-        offset = _written_offset_seconds(written, fast)
-        day = F.floor((F.unix_seconds("event_time") + offset) / 86_400).cast("bigint")
-    else:
+    ``_visitor`` (the GoAccess visitor's hash). The offset is the parse's
+    (:data:`~logstream.parsing.parser.WRITTEN_OFFSET_COLUMN`) where it read one: a pattern on
+    the time's last 14 characters and two casts cost 2.6 s of the 284-day report (2 cores)."""
+    if time_zone is not None:
         offset = F.lit(None).cast("bigint")
         day = F.unix_date(local_day(time_zone)).cast("bigint")
+    else:  # each line's calendar day is the date written in it
+        if WRITTEN_OFFSET_COLUMN in rows.columns:  # the parse read it: no pattern
+            offset = F.col(WRITTEN_OFFSET_COLUMN)
+        else:  # the time as written when the parse kept it (a short text), else the line
+            fast = TIME_TEXT_COLUMN in rows.columns
+            written = F.col(TIME_TEXT_COLUMN if fast else "raw_line")
+            offset = _written_offset_seconds(written, fast)
+        day = F.floor((F.unix_seconds("event_time") + offset) / 86_400).cast("bigint")
     target, method_protocol = event_request_target(protocol_required=protocol_required)
     agent = F.coalesce(F.col("user_agent"), F.lit("-"))
     static = is_static_target(target, static_extensions)
