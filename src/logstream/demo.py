@@ -243,7 +243,8 @@ def run_demo(
     def watch() -> None:
         if not stop_event.wait(settings.duration_s) and settings.duration_s is not None:
             console.print(pipeline.stop_for_duration(f"{settings.duration_s:g}s"))
-        pipeline.request_stop()
+        else:  # Ctrl-C or the replay's end: the main thread stops the pipeline
+            pipeline.request_stop()
 
     replay_thread.start()
     threading.Thread(target=watch, name="logstream-demo-timer", daemon=True).start()

@@ -90,9 +90,9 @@ from logstream.serving import ServingStore, shared_reader, store_location
 from logstream.serving.read_errors import READ_ERRORS, read_failure
 from logstream.serving.reader import (
     FOLLOW_LOSS_KEYS,
-    INGEST_QUERY,
     StoreReader,
     follow_losses,
+    ingest_batch_id,
 )
 from logstream.serving.rows import LedgerRow
 from logstream.units import plural
@@ -352,8 +352,7 @@ def _ok(
     snap = Snapshot(
         state="ok", message="", top=top, counters=counters, version=version, notes=notes, **base
     )
-    if last is not None and last.query == INGEST_QUERY:
-        snap.batch = last.batch_id
+    snap.batch = ingest_batch_id(last)
     _describe(snap, state, losses)
     if newest_ms is None:  # no event time recorded: only quarantined lines so far, or none
         snap.message = (

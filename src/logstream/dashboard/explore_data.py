@@ -46,7 +46,7 @@ from logstream.filter_arrow import arrow_expression
 from logstream.filters import EventFilter, parse_instant
 from logstream.serving import ServingStore, shared_reader, store_location
 from logstream.serving.postgres import redact_url
-from logstream.serving.reader import INGEST_QUERY
+from logstream.serving.reader import ingest_batch_id
 
 __all__ = [
     "ALL_SITES",
@@ -363,8 +363,7 @@ def read_explore(store_path: Path | str, controls: Explore) -> ExploreView:
         store = _store(store_path)
         with store.reader() as read:
             view.log_offset = read.state_value("log_offset") or None
-            last = read.last_committed()
-            view.batch = last.batch_id if last is not None and last.query == INGEST_QUERY else None
+            view.batch = ingest_batch_id(read.last_committed())
             newest = _newest(read)
             if newest is None:
                 view.message = "No event yet."

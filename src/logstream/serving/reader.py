@@ -59,6 +59,7 @@ __all__ = [
     "INGEST_QUERY",
     "StoreReader",
     "follow_losses",
+    "ingest_batch_id",
 ]
 
 #: Name of the ingest query in ``ledger`` and ``progress`` (``logstream.pipeline``'s, not
@@ -67,6 +68,12 @@ INGEST_QUERY = "ingest"
 
 
 _COUNTERS = ("events", "late_events", "quarantined", "filtered", "corrupt_files")
+
+
+def ingest_batch_id(last: LedgerRow | None) -> int | None:
+    """The micro-batch a dashboard section shows: the id of ``last``
+    (:meth:`StoreReader.last_committed`) when it is the ingest query's, else None."""
+    return last.batch_id if last is not None and last.query == INGEST_QUERY else None
 
 
 def follow_losses(state: dict[str, Any]) -> dict[str, int]:
