@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from tests import oracle
 from tests.conftest import OPENDAP, data_file
 
-from logstream.parsing import compile_format, events, parse, quarantine
+from logstream.parsing import REASON_COLUMN, compile_format, events, parse, quarantine
 from logstream.parsing.parser import LONG_LINE_KEPT, MAX_LINE_BYTES
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_REASONS, QUARANTINE_SCHEMA
 from logstream.sources import read_lines
@@ -232,3 +232,34 @@ def test_the_fence_keeps_columns_whose_names_hold_dots_or_backticks(spark):
     out = fenced(frame)
     assert out.schema == frame.schema
     assert out.collect() == frame.collect()
+
+
+SEPARATOR_LINES = {
+    "common": 'h - frank [09/Jul/1995:00:00:03 -0400] "GET /a.html?q=1 HTTP/1.0" 200 12',
+    "combined": 'h - - [09/Jul/1995:00:00:03 -0400] "GET / HTTP/1.1" 200 1 "http://r/" "Moz 5"',
+    "vcombined": 'v.example:80 h - - [09/Jul/1995:00:00:03 -0400] "GET / HTTP/1.1" 200 1 "-" "UA"',
+    "nginx": '1.2.3.4 - - [09/Jul/1995:00:00:03 +0000] "POST /x HTTP/2.0" 201 0 "-" "curl/8"',
+    "nasa-tsv": "h\t-\t804571201\tGET\t/a.gif?x\t200\t15",
+    '%h [%{%Y-%m-%d %H:%M:%S}t] %>s %b "%{User-Agent}i"': 'h [1995-07-09 00:00:03] 200 1 "UA"',
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEPARATOR_LINES))
+def test_a_line_holding_the_parser_s_separator_is_never_an_event(spark, name):
+    """U+0001 (the separator the parse splits a rewritten line by) at any place of a line of
+    every named format, before, in and after each field: quarantined as control_character,
+    never an event with shifted fields; the line without it is an event."""
+    from logstream.parsing.parser import _SEP
+
+    fmt = compile_format(name)
+    line = SEPARATOR_LINES[name]
+    variants = [line[:i] + _SEP + line[i:] for i in range(len(line) + 1)]
+    variants += [line[:i] + _SEP + line[i + 1 :] for i in range(len(line))]
+    lines = spark.createDataFrame(
+        [(v, "s") for v in [line, *variants]], "value string, source_file string"
+    )
+    parsed = parse(lines, fmt).select("raw_line", REASON_COLUMN).collect()
+    reasons = {r.raw_line: r[REASON_COLUMN] for r in parsed}
+    assert reasons.pop(line) is None
+    assert set(reasons.values()) == {"control_character"}, name
+    assert len(reasons) == len(set(variants))
