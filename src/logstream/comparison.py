@@ -217,7 +217,8 @@ def comparison_lines(
 ) -> list[tuple[str, list[list[str]]]]:
     """The comparison as text tables for the terminal and HTML reports: ``(title, rows)``,
     the first row the header; ``rows`` items per table (the request's target without its
-    method and protocol, bytes in binary units; no visitors column where none is known)."""
+    method and protocol, bytes in binary units; no visitors or bytes column where the table
+    knows none: ``top_not_found`` counts requests per path, not their bytes)."""
 
     def cell(value: Any, signed: bool = False) -> str:
         if value is None:
@@ -245,8 +246,19 @@ def comparison_lines(
     ]
     for table, items in comparison["tables"].items():
         shown = items[:rows]
-        visitors = any((i["current"] or {}).get("visitors") is not None for i in shown)
-        lines = [["item", "hits", "Δ hits", *(["Δ visitors"] if visitors else []), "Δ bytes", ""]]
+        # a metric is known where a change of it is (a gone item's zeros are not)
+        visitors = any(i["change"]["visitors"] is not None for i in shown)
+        sizes = any(i["change"]["bytes"] is not None for i in shown)
+        lines = [
+            [
+                "item",
+                "hits",
+                "Δ hits",
+                *(["Δ visitors"] if visitors else []),
+                *(["Δ bytes"] if sizes else []),
+                "",
+            ]
+        ]
         for i in shown:
             a, d = i["current"] or {}, i["change"]
             lines.append(
@@ -255,7 +267,7 @@ def comparison_lines(
                     cell(a.get("hits")),
                     cell(d["hits"], True),
                     *([cell(d["visitors"], True)] if visitors else []),
-                    size(d["bytes"]),
+                    *([size(d["bytes"])] if sizes else []),
                     i["flag"] or "",
                 ]
             )

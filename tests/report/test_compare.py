@@ -133,3 +133,33 @@ def test_the_comparison_reads_whole_on_a_narrow_terminal_and_once_in_html(capsys
     assert url in "".join(first_cells)  # folded onto lines, never cut
     page = comparison_html(comparison)
     assert page.count("Compared with the previous period") == 1
+
+
+def test_a_table_without_bytes_has_no_bytes_column_instead_of_question_marks():
+    """Issue 62 item 16: ``top_not_found`` counts requests per path, not their bytes, and its
+    Δ bytes showed "?" on every row. A table that knows no bytes has no bytes column; one
+    that knows them keeps it."""
+    from logstream.comparison import compare_reports, comparison_lines
+
+    def r(found, urls):
+        g = {
+            "total_requests": 9,
+            "valid_requests": 9,
+            "unique_visitors": 0,
+            "bandwidth_bytes": 0,
+            "unique_urls": len(urls),
+            "unique_not_found": len(found),
+        }
+        return {
+            "general": g,
+            "top_urls": [{"url_path": k, "requests": v, "bytes": 10 * v} for k, v in urls.items()],
+            "top_not_found": [{"url_path": k, "requests": v} for k, v in found.items()],
+        }
+
+    comparison = compare_reports(r({"/x": 3}, {"/a": 4}), r({"/x": 1, "/y": 2}, {"/a": 1}), top=5)
+    tables = dict(comparison_lines(comparison))
+    assert tables["top_not_found"][0] == ["item", "hits", "Δ hits", ""]
+    assert all("?" not in cell for row in tables["top_not_found"] for cell in row)
+    assert [row[0] for row in tables["top_not_found"][1:]] == ["/x", "/y"]
+    assert tables["top_urls"][0] == ["item", "hits", "Δ hits", "Δ bytes", ""]
+    assert tables["top_urls"][1][3] == "+30 B"
