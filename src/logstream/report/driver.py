@@ -86,14 +86,18 @@ class DriverRows:
         encoded = pc.dictionary_encode(rows["view"]).combine_chunks()
         self._codes = encoded.indices
         self._code = {name: i for i, name in enumerate(encoded.dictionary.to_pylist())}
+        # every view's texts converted now, so that a text pandas cannot hold (bytes that are
+        # not UTF-8) fails here, where the report takes Spark's path instead
+        for name in self._code:
+            if name != "visit":
+                self.view(name)
 
     def _mask(self, name: str) -> pa.Array:
         return pc.equal(self._codes, self._code.get(name, -1))
 
     def view(self, name: str) -> pd.DataFrame:
         """The rows of one view (an empty frame without any), cut out in Arrow and converted
-        when first asked for: the visits, most of the rows, never become pandas
-        (:meth:`sessions`)."""
+        once: the visits, most of the rows, are read as numbers (:meth:`sessions`)."""
         found = self._views.get(name)
         if found is None:
             part = self.rows.filter(self._mask(name))
