@@ -32,6 +32,7 @@ __all__ = [
     "WRITTEN_OFFSET_COLUMN",
     "events",
     "fenced",
+    "hhmm_seconds",
     "parse",
     "quarantine",
 ]
@@ -231,7 +232,12 @@ def parse(
 def _clf_offset_seconds(written: Column) -> Column:
     """The offset of a time the Common Log Format's pattern parsed (``… -0400``: -14,400),
     seconds east of UTC: its last word, ``±HHMM``, cast once (no regular expression)."""
-    hhmm = F.substring_index(written, " ", -1).try_cast("int")  # "-0430" is -430
+    return hhmm_seconds(F.substring_index(written, " ", -1).try_cast("int"))
+
+
+def hhmm_seconds(hhmm: Column) -> Column:
+    """An offset written ``±HHMM`` and cast to an integer (``-0430`` is -430) in seconds east
+    of UTC (bigint: -16,200), unchecked: the caller knows its minutes are below 60."""
     magnitude = (F.floor(F.abs(hhmm) / 100) * 3600 + F.abs(hhmm) % 100 * 60).cast("bigint")
     return F.when(hhmm < 0, -magnitude).otherwise(magnitude)
 

@@ -69,7 +69,7 @@ from logstream.analytics.requests import (
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
 from logstream.parsing.detect import LOG_OFFSET_REGEX
-from logstream.parsing.parser import TIME_TEXT_COLUMN, WRITTEN_OFFSET_COLUMN
+from logstream.parsing.parser import TIME_TEXT_COLUMN, WRITTEN_OFFSET_COLUMN, hhmm_seconds
 
 __all__ = [
     "HOST_DAY",
@@ -408,6 +408,5 @@ def _written_offset_seconds(text: Column, fast: bool = False) -> Column:
     hours, minutes = F.floor(F.abs(signed) / 100), F.abs(signed) % 100
     # the offsets Java's ZoneOffset holds (±18:00), as the parse of the slow form accepts
     valid = (minutes < 60) & ((hours < 18) | ((hours == 18) & (minutes == 0)))
-    magnitude = (hours * 3600 + minutes * 60).cast("bigint")
-    seconds = F.when(signed < 0, -magnitude).otherwise(magnitude)
-    return F.when(plain & valid, seconds).when(plain, F.lit(0).cast("bigint")).otherwise(slow)
+    seconds = F.when(plain & valid, hhmm_seconds(signed))
+    return seconds.when(plain, F.lit(0).cast("bigint")).otherwise(slow)
