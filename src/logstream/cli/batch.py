@@ -253,6 +253,7 @@ def batch(
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
     spark = get_spark(_settings(master, remote, extra, inputs, files))
+    _balance_input(spark, extra, files)
     # on a terminal: the input's parts read, then the report's steps by name
     console = Console() if progress_enabled(quiet) else None
     progress = _progress(spark, console, files, heavy_hitters, returning)
@@ -351,6 +352,30 @@ class _NoProgress(nullcontext):
 
     def step(self, name: str) -> None:
         """Nothing to show."""
+
+
+#: How Spark cuts input files into partitions.
+_MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
+_SPLIT_KEYS = (
+    _MIN_PARTITIONS,
+    "spark.sql.files.maxPartitionBytes",
+    "spark.sql.files.openCostInBytes",
+)
+
+
+def _balance_input(spark: Any, extra: dict[str, str], files: list[str]) -> None:
+    """The input read in full waves of tasks (:func:`~logstream.sources.files.
+    balanced_partitions`), unless ``--conf`` sets how Spark cuts files or the session is a
+    Spark Connect one (whose cores the client does not see)."""
+    from logstream.connect import is_connect
+    from logstream.sources.files import balanced_partitions, splittable
+
+    if is_connect(spark) or any(key in extra for key in _SPLIT_KEYS):
+        return
+    sizes = [(_size(f), splittable(f)) for f in files]
+    minimum = balanced_partitions(sizes, spark.sparkContext.defaultParallelism)
+    if minimum is not None:
+        spark.conf.set(_MIN_PARTITIONS, str(minimum))
 
 
 def _size(path: str) -> int:

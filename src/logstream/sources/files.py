@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "balanced_partitions",
     "expand_inputs",
     "head_lines",
     "input_files",
@@ -208,6 +209,92 @@ def read_lines(spark: SparkSession, paths: Sequence[str | os.PathLike[str]]) -> 
     if any(Path(p).is_dir() for p in checked if not _is_remote(p)):
         reader = reader.option("recursiveFileLookup", "true")
     return reader.load(checked).select("value", F.col("_metadata.file_path").alias("source_file"))
+
+
+#: Spark's defaults of ``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes`` (bytes).
+MAX_PARTITION_BYTES = 128 << 20
+OPEN_COST_BYTES = 4 << 20
+#: Suffixes of files Spark's text source reads whole, one task each (codecs that cannot split;
+#: plain text and bzip2 are split).
+_WHOLE_FILE_SUFFIXES = (".gz", *_OTHER_CODECS)
+
+
+def file_partitions(
+    sizes: Sequence[tuple[int, bool]], split_bytes: int, open_cost: int = OPEN_COST_BYTES
+) -> int:
+    """How many partitions Spark's file source makes of files (Spark's ``FilePartition``:
+    splittable files cut every ``split_bytes``, then the pieces, largest first, packed "next
+    fit" up to ``split_bytes``, each counting ``open_cost`` more).
+
+    Parameters
+    ----------
+    sizes : sequence of (int, bool)
+        Each file's size (bytes) and whether Spark splits it.
+    split_bytes, open_cost : int
+        The split size Spark chose and ``spark.sql.files.openCostInBytes`` (bytes).
+    """
+    pieces = []
+    for size, splittable in sizes:
+        if size <= 0:
+            continue
+        step = split_bytes if splittable else size
+        pieces += [min(step, size - start) for start in range(0, size, step)]
+    count, current, filled = 0, 0, False
+    for piece in sorted(pieces, reverse=True):
+        if filled and current + piece > split_bytes:
+            count, current, filled = count + 1, 0, False
+        current, filled = current + piece + open_cost, True
+    return count + filled
+
+
+def balanced_partitions(
+    sizes: Sequence[tuple[int, bool]],
+    cores: int,
+    max_bytes: int = MAX_PARTITION_BYTES,
+    open_cost: int = OPEN_COST_BYTES,
+) -> int | None:
+    """A ``spark.sql.files.minPartitionNum`` under which a read's tasks come in full waves of
+    ``cores``, or None where Spark's own choice already does (or none near it does).
+
+    Past ``cores`` × ``max_bytes`` of input Spark makes partitions of ``max_bytes`` and often
+    a last wave that runs on one core: 284 NASA days were 17 tasks on 2 cores, the last one
+    2.5 s alone. Asking for a few more partitions (a multiple of the cores) makes them a
+    little smaller and as many as fill each wave (18). The count is Spark's own packing,
+    :func:`file_partitions`, which ``tests/sources/test_balanced_partitions.py`` holds to
+    Spark's.
+
+    Parameters
+    ----------
+    sizes : sequence of (int, bool)
+        Each input file's size (bytes) and whether Spark splits it (:func:`splittable`).
+    cores : int
+        Tasks that run at once (``SparkContext.defaultParallelism``).
+    max_bytes, open_cost : int
+        ``spark.sql.files.maxPartitionBytes`` and ``spark.sql.files.openCostInBytes``.
+
+    Returns
+    -------
+    int or None
+        The setting, or None to leave Spark's (``cores``).
+    """
+    total = sum(size + open_cost for size, _ in sizes)
+
+    def made(minimum: int) -> int:
+        return file_partitions(sizes, min(max_bytes, max(open_cost, total // minimum)), open_cost)
+
+    default = made(cores)
+    if cores < 2 or default <= cores or default % cores == 0:
+        return None
+    first = cores * (total // (max_bytes * cores) + 1)  # the first that cuts smaller
+    for minimum in range(first, first + 4 * cores, cores):
+        if made(minimum) % cores == 0:
+            return minimum
+    return None
+
+
+def splittable(path: str) -> bool:
+    """Whether Spark's text source cuts the file into several tasks (plain text, bzip2)."""
+    return not path.lower().endswith(_WHOLE_FILE_SUFFIXES)
 
 
 #: The most bytes :func:`head_lines` reads of a file.
