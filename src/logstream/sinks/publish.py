@@ -41,8 +41,12 @@ __all__ = [
     "OUTPUT_FORMATS",
     "SCHEMA_BATCH_ID",
     "batch_dir",
+    "discard_prepared",
     "ensure_schema",
+    "prepare_batch",
+    "prepared_dir",
     "publish_batch",
+    "publish_prepared",
     "publish_table",
     "read_output",
     "run_stateful_plan",
@@ -110,20 +114,77 @@ def publish_batch(
     """
     _check_format(fmt)
     rows = df if files is None else df.coalesce(files)
+    return _publish(root, batch_id, lambda staging: _write_rows(rows, staging, fmt))
 
-    def write(staging: Path) -> None:
-        if fmt == "parquet":
-            rows.write.mode("overwrite").parquet(str(staging))
-        elif fmt == "json":
-            rows.write.mode("overwrite").option("timestampFormat", TIMESTAMP_FORMAT).json(
-                str(staging)
-            )
-        else:
-            _csv_safe(rows).write.mode("overwrite").option("header", True).option(
-                "timestampFormat", TIMESTAMP_FORMAT
-            ).csv(str(staging))
 
-    return _publish(root, batch_id, write)
+def _write_rows(rows: DataFrame, path: Path, fmt: str) -> None:
+    """Write ``rows`` as a directory of ``fmt`` files at ``path`` (replacing it)."""
+    if fmt == "parquet":
+        rows.write.mode("overwrite").parquet(str(path))
+    elif fmt == "json":
+        rows.write.mode("overwrite").option("timestampFormat", TIMESTAMP_FORMAT).json(str(path))
+    else:
+        _csv_safe(rows).write.mode("overwrite").option("header", True).option(
+            "timestampFormat", TIMESTAMP_FORMAT
+        ).csv(str(path))
+
+
+def prepared_dir(root: Path, batch_id: int) -> Path:
+    """The hidden directory :func:`prepare_batch` writes (``ROOT/.prepared-batch_id=<id>``)."""
+    return root / f".prepared-{batch_dir(root, batch_id).name}"
+
+
+def prepare_batch(
+    df: DataFrame, root: Path, batch_id: int, files: int | None = 1, fmt: str = "parquet"
+) -> bool:
+    """Write ``df`` as the files of micro-batch ``batch_id`` under ``root``, hidden, to be
+    published later by :func:`publish_prepared` or dropped by :func:`discard_prepared`.
+
+    For a writer that decides whether the rows are right only once the job that writes them is
+    done (:mod:`logstream.pipeline.ingest.one_pass`). The prepared directory is hidden like
+    the staging one (readers skip it); a leftover of an interrupted attempt is replaced.
+
+    Parameters
+    ----------
+    df, root, batch_id, files, fmt
+        As :func:`publish_batch`.
+
+    Returns
+    -------
+    bool
+        True when written now, False when the batch was already published (nothing written).
+    """
+    _check_format(fmt)
+    if batch_dir(root, batch_id).exists():
+        return False
+    root.mkdir(parents=True, exist_ok=True)
+    _write_rows(df if files is None else df.coalesce(files), prepared_dir(root, batch_id), fmt)
+    return True
+
+
+def publish_prepared(root: Path, batch_id: int) -> bool:
+    """Publish the directory :func:`prepare_batch` wrote for ``batch_id`` by the steps of
+    :func:`publish_batch` (its rename is step 2's write, then the atomic rename of step 3).
+
+    Returns
+    -------
+    bool
+        True when published now, False when the batch was already published.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing was prepared for ``batch_id`` (and it is not published).
+    """
+    published = _publish(root, batch_id, prepared_dir(root, batch_id).rename)
+    if not published:  # published by an earlier attempt: this copy is not needed
+        discard_prepared(root, batch_id)
+    return published
+
+
+def discard_prepared(root: Path, batch_id: int) -> None:
+    """Remove what :func:`prepare_batch` wrote for ``batch_id``, if anything."""
+    shutil.rmtree(prepared_dir(root, batch_id), ignore_errors=True)
 
 
 def publish_table(table: Any, root: Path, batch_id: int) -> bool:

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
-from logstream.sinks.publish import publish_batch, publish_table
+from logstream.sinks.publish import prepare_batch, publish_batch, publish_prepared, publish_table
 from logstream.sinks.spec import (
     DEFAULT_SINK_OUTPUTS,
     check_output_format,
@@ -156,6 +156,30 @@ class OutputPublisher:
             for sink in self.sinks:
                 sink.send(df, root.name, batch_id)
         return written
+
+    def prepare(self, df: DataFrame, root: Path, batch_id: int, files: int | None = 1) -> bool:
+        """Write ``df`` as output ``root.name`` of ``batch_id``, hidden until
+        :meth:`publish_prepared` (:func:`~logstream.sinks.publish.prepare_batch`); False when
+        the batch was already published. The rows of an output sent to ``sinks`` would have
+        to be read again when published: such an output cannot be prepared.
+
+        Raises
+        ------
+        ValueError
+            ``root.name`` is an output sent to ``sinks``.
+        """
+        if self.sends(root.name):
+            raise ValueError(f"output {root.name} is sent to a sink: publish it, not prepare")
+        return prepare_batch(df, root, batch_id, files, fmt=self.fmt)
+
+    def publish_prepared(self, root: Path, batch_id: int) -> bool:
+        """Publish what :meth:`prepare` wrote (:func:`~logstream.sinks.publish.publish_prepared`);
+        True when published now."""
+        return publish_prepared(root, batch_id)
+
+    def sends(self, output: str) -> bool:
+        """Whether ``output``'s rows go to the extra ``sinks`` too."""
+        return bool(self.sinks) and output in self.sink_outputs
 
     def publish_table(self, table: Any, root: Path, batch_id: int, spark: SparkSession) -> bool:
         """Publish an Arrow table as output ``root.name`` of ``batch_id`` (the live path's

@@ -63,6 +63,10 @@ in this order (the Spark forms in the module named):
 9. **Snapshot** (``commit.py``). The open panes, open sessions and detector state are
    written as snapshot ``N``, the batch's last write.
 
+A large micro-batch whose only outputs are its events, late events and quarantine
+(``--queries none``) runs steps 3, 4 and the events' write in one Spark job when a
+certificate shows that neither in-batch rule can fire (``one_pass.py``).
+
 ``stage.py`` holds :class:`IngestStage`, whose ``__call__`` runs the steps in order (and
 chooses the path); ``driver.py`` the live path's steps;
 ``context.py`` its base, what the steps share (they take it, not the stage);

@@ -101,10 +101,11 @@ class StageContext:
         self._unpersisted: DataFrame | None = None
         #: Frames the running micro-batch persisted (released at its end).
         self._cached: list[DataFrame] = []
-        #: How the running micro-batch is delivered: ``driver`` (the live path) or ``spark``.
+        #: How the running micro-batch is delivered: ``driver`` (the live path), ``one_pass``
+        #: (:mod:`.one_pass`) or ``spark`` (the Spark steps).
         self.path = ""
         #: Micro-batches delivered each way in this process.
-        self.paths: dict[str, int] = {"driver": 0, "spark": 0}
+        self.paths: dict[str, int] = {"driver": 0, "one_pass": 0, "spark": 0}
         #: Writes of a micro-batch run at once (see
         #: :func:`~logstream.pipeline.ingest.publish.run_concurrently`); 1: in turn.
         self.writers = WRITERS

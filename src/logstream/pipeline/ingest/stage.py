@@ -10,6 +10,7 @@ modules of the package.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from pyspark import StorageLevel
@@ -25,16 +26,18 @@ from logstream.pipeline.ingest.context import StageContext
 from logstream.pipeline.ingest.driver import batch_rows, deliver_on_driver, driver_eligible
 from logstream.pipeline.ingest.fold import fold_batch
 from logstream.pipeline.ingest.live import commit_views
+from logstream.pipeline.ingest.one_pass import one_pass_eligible, prepare_events
 from logstream.pipeline.ingest.panels import AGENT_PANELS
 from logstream.pipeline.ingest.publish import (
     analytics_tasks,
     events_task,
     run_concurrently,
 )
-from logstream.pipeline.ingest.watermark import is_quarantined, split_batch
+from logstream.pipeline.ingest.watermark import Split, is_quarantined, split_batch
 from logstream.pipeline.state import SnapshotMeta
 from logstream.serving import IngestBatchWrite
 from logstream.sinks import run_stateful_plan
+from logstream.sinks.publish import discard_prepared
 from logstream.sources.files import lines_at_most
 from logstream.sources.integrity import check_files, files_of_batch, raise_if_corrupt
 
@@ -116,6 +119,13 @@ class IngestStage(StageContext):
                 if rows is not None:
                     self.path = "driver"
                     delivered = deliver_on_driver(self, rows, batch_id, prev, corrupt, parsed)
+            one = None
+            if delivered is None and one_pass_eligible(self, batch_id):
+                # no output but the events: parsed and written by one job (one_pass.py)
+                one = prepare_events(self, parsed, batch_id, prev, corrupt)
+                if one.certified:
+                    self.path = "one_pass"
+                    delivered = self._deliver_split(parsed, one.split, prev, corrupt, cached)
             if delivered is None:
                 self.path = "spark"
                 # keep the raw text only where it is needed (quarantine): a smaller cache
@@ -123,7 +133,14 @@ class IngestStage(StageContext):
                     "raw_line", F.when(is_quarantined(), F.col("raw_line"))
                 ).persist(StorageLevel.MEMORY_AND_DISK)
                 cached.append(parsed)
-                delivered = self._deliver(parsed, batch_id, prev, corrupt, cached)
+                split = split_batch(self, parsed, batch_id, prev, corrupt)  # 3. watermark, 4.
+                if one is not None and one.prepared:
+                    # judged exactly: the prepared events are the batch's unless a rule fired
+                    if split is not None and self.ahead_bound is None and split.write.events:
+                        split = replace(split, prepared=True)
+                    else:
+                        discard_prepared(self.output_dir / "events", batch_id)
+                delivered = self._deliver_split(parsed, split, prev, corrupt, cached)
             write, meta, state_parts = delivered
             if write is None:
                 return  # a no-data micro-batch: nothing to record, nothing to replay
@@ -193,20 +210,20 @@ class IngestStage(StageContext):
         files = files_of_batch(self.checkpoint, batch_id)
         return check_files(files) if files else {}
 
-    def _deliver(
+    def _deliver_split(
         self,
         parsed: DataFrame,
-        batch_id: int,
+        split: Split | None,
         prev: SnapshotMeta,
         corrupt: dict[str, str],
         cached: list[DataFrame],
     ) -> tuple[IngestBatchWrite | None, SnapshotMeta, dict[str, DataFrame | None]]:
-        """Steps 3 to 7: returns the batch's store write (None: no data), the meta of its
-        snapshot and the state parts the snapshot writes."""
+        """Steps 5 to 7 of a split batch (None: no data): returns the batch's store write
+        (None: no data), the meta of its snapshot and the state parts the snapshot writes."""
         s = self.settings
-        split = split_batch(self, parsed, batch_id, prev, corrupt)  # 3. watermark, 4. split
         if split is None:
             return None, prev, {}
+        batch_id = split.write.batch_id
         write, newest, since = split.write, split.newest, split.since
         next_watermark = split.next_watermark
         meta = SnapshotMeta(batch_id, newest, prev.final_until_ms, list(s.outputs), since)

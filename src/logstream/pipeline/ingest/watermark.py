@@ -39,7 +39,10 @@ __all__ = [
     "Split",
     "ahead_bound_ms",
     "ahead_detail",
+    "count_metrics",
     "is_quarantined",
+    "judged",
+    "lateness",
     "since_of",
     "split_batch",
 ]
@@ -138,6 +141,11 @@ class Split:
         The watermark after this batch (epoch ms): the one that makes windows final.
     since : dict of str to int
         ``since_ms`` of the new snapshot (:func:`since_of`).
+    parsed : DataFrame
+        The parsed rows, with the in-batch rule's quarantine reasons.
+    prepared : bool
+        The on-time events are written already, hidden until published
+        (:mod:`logstream.pipeline.ingest.one_pass`).
     """
 
     write: IngestBatchWrite
@@ -148,7 +156,8 @@ class Split:
     newest: int | None
     next_watermark: int | None
     since: dict[str, int]
-    parsed: DataFrame  # the parsed rows, with the in-batch rule's quarantine reasons
+    parsed: DataFrame
+    prepared: bool = False
 
 
 def split_batch(
@@ -182,14 +191,7 @@ def split_batch(
         None for a micro-batch with no line and no corrupt file: nothing to deliver.
     """
     s = stage.settings
-    watermark_ms = s.watermark_at(prev.max_event_ms)
-    is_event = F.col(REASON_COLUMN).isNull()
-    if watermark_ms is None:
-        is_late = F.lit(False)
-        watermark = F.lit(None).cast("timestamp")
-    else:
-        watermark = F.timestamp_millis(F.lit(watermark_ms))
-        is_late = at_most(F.unix_micros("event_time"), watermark_ms * 1000)
+    is_event, is_late, watermark = lateness(s.watermark_at(prev.max_event_ms))
     with stage._timed("parse"):  # materialises the cached parse
         counts = _counts(parsed, is_event, is_late)
         events = counts["on_time"] + counts["late"]
@@ -212,6 +214,36 @@ def split_batch(
             stage.ahead_bound = bound
             counts = _counts(parsed, is_event, is_late)
     assert counts is not None
+    return judged(stage, parsed, batch_id, prev, corrupt, counts, (is_event, is_late, watermark))
+
+
+def lateness(watermark_ms: int | None) -> tuple[Column, Column, Column]:
+    """The conditions of an event row and of a late one (at or before ``watermark_ms``, epoch
+    ms; none before any event), and the watermark as a timestamp literal (null before any
+    event): ``Split``'s ``is_event``, ``is_late`` and ``watermark``."""
+    is_event = F.col(REASON_COLUMN).isNull()
+    if watermark_ms is None:
+        return is_event, F.lit(False), F.lit(None).cast("timestamp")
+    is_late = at_most(F.unix_micros("event_time"), watermark_ms * 1000)
+    return is_event, is_late, F.timestamp_millis(F.lit(watermark_ms))
+
+
+def judged(
+    stage: StageContext,
+    parsed: DataFrame,
+    batch_id: int,
+    prev: SnapshotMeta,
+    corrupt: dict[str, str],
+    counts: Any,
+    columns: tuple[Column, Column, Column],
+    prepared: bool = False,
+) -> Split | None:
+    """The :class:`Split` of a micro-batch from its counts (:func:`count_metrics`' names) and
+    :func:`lateness`' columns: chooses how the batch is analysed (in one partition when it is
+    small, with its adaptive execution) and records its ``since_ms`` on ``stage``. None for a
+    micro-batch with no line and no corrupt file."""
+    s = stage.settings
+    is_event, is_late, watermark = columns
     write = IngestBatchWrite(
         batch_id=batch_id,
         events=counts["on_time"],
@@ -234,31 +266,37 @@ def split_batch(
     )
     stage.since = since
     return Split(
-        write, is_event, is_late, watermark, on_time, newest, next_watermark, since, parsed
+        write,
+        is_event,
+        is_late,
+        watermark,
+        on_time,
+        newest,
+        next_watermark,
+        since,
+        parsed,
+        prepared and write.events > 0,
     )
+
+
+def count_metrics(is_event: Column, is_late: Column) -> list[Column]:
+    """The aggregates of a micro-batch's counts: ``on_time``, ``late``, ``quarantined`` and
+    ``filtered`` rows, its oldest and newest event times (``min_ms``, ``max_ms``, epoch ms)."""
+    t_ms = F.when(is_event, F.unix_millis("event_time"))
+    filtered = F.coalesce(F.col(REASON_COLUMN) == F.lit(FILTERED_REASON), F.lit(False))
+    return [
+        F.count_if(is_event & ~is_late).alias("on_time"),
+        F.count_if(is_event & is_late).alias("late"),
+        F.count_if(~is_event & ~filtered).alias("quarantined"),
+        F.count_if(filtered).alias("filtered"),
+        F.max(t_ms).alias("max_ms"),
+        F.min(t_ms).alias("min_ms"),
+    ]
 
 
 def _counts(parsed: DataFrame, is_event: Column, is_late: Column) -> Any:
-    """The batch's on-time events, late events, quarantined and filtered lines, and its
-    newest and oldest event times, in one aggregation."""
-    t_ms = F.when(is_event, F.unix_millis("event_time"))
-    return (
-        parsed.select(
-            is_event.alias("_e"),
-            is_late.alias("_l"),
-            t_ms.alias("_t_ms"),
-            F.coalesce(F.col(REASON_COLUMN) == F.lit(FILTERED_REASON), F.lit(False)).alias("_f"),
-        )
-        .agg(
-            F.count_if(F.col("_e") & ~F.col("_l")).alias("on_time"),
-            F.count_if(F.col("_e") & F.col("_l")).alias("late"),
-            F.count_if(~F.col("_e") & ~F.col("_f")).alias("quarantined"),
-            F.count_if(F.col("_f")).alias("filtered"),
-            F.max("_t_ms").alias("max_ms"),
-            F.min("_t_ms").alias("min_ms"),
-        )
-        .first()
-    )
+    """The batch's :func:`count_metrics`, in one aggregation."""
+    return parsed.agg(*count_metrics(is_event, is_late)).first()
 
 
 def _ahead_bound(
