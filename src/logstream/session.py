@@ -36,6 +36,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from logstream.config import SparkSettings
@@ -56,6 +58,7 @@ __all__ = [
     "SHORT_RUN_JAVA_OPTIONS",
     "SPARK_LOG_LEVEL",
     "WORKER_START_TIMEOUT",
+    "conf_set",
     "get_spark",
     "is_worker_start_timeout",
     "kafka_available",
@@ -67,6 +70,32 @@ __all__ = [
 #: query's first micro-batch starts one on the driver) did not connect back within 10 s: a
 #: limit of Spark 4.2's ``PythonWorkerFactory`` that no setting changes, met on a busy machine
 WORKER_START_TIMEOUT = "Python worker failed to connect back"
+
+
+@contextmanager
+def conf_set(spark: SparkSession, settings: Mapping[str, str | None]) -> Iterator[None]:
+    """Run a block with ``settings`` in ``spark``'s runtime conf (a None value unsets its key),
+    then put back what the session had, unset keys unset again.
+
+    Examples
+    --------
+    >>> with conf_set(spark, {"spark.sql.shuffle.partitions": "7"}):  # doctest: +SKIP
+    ...     df.groupBy("status").count().collect()
+    """
+    before = {key: spark.conf.get(key, None) for key in settings}
+    try:
+        _set_conf(spark, settings)
+        yield
+    finally:
+        _set_conf(spark, before)
+
+
+def _set_conf(spark: SparkSession, settings: Mapping[str, str | None]) -> None:
+    for key, value in settings.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
 
 
 def is_worker_start_timeout(error: BaseException | None) -> bool:

@@ -97,8 +97,8 @@ def day(nasa_day) -> list[str]:
 
 def _inputs(day: list[str], root: Path) -> dict[str, Path]:
     """Three inputs: two micro-batches with quarantined lines, then late events; a file with
-    a minority three days ahead between its lines (the skew fires); a day with a quiet hour in
-    its newest fifth (not certified, and no rule fires)."""
+    a minority three days ahead between its lines (the skew fires); the day's evening with a
+    quiet hour in its newest fifth (not certified, and no rule fires)."""
     rnd = random.Random(11)
     first, second = day[:12_000], day[12_000:24_000]
     for line in _bad(3):
@@ -111,9 +111,10 @@ def _inputs(day: list[str], root: Path) -> dict[str, Path]:
         (plain / f"{i}").rmdir()
     skewed = root / "skewed"
     write_chunks(skewed_file(day), skewed, per_file=10**9)
-    times = [epoch_ms(line) for line in day]
+    evening = day[-12_000:]
+    times = [epoch_ms(line) for line in evening]
     cut = times[-1] - 2 * 3_600_000
-    quiet_lines = [v for v, t in zip(day, times, strict=True) if not cut <= t < cut + 3_600_000]
+    quiet_lines = [v for v, t in zip(evening, times, strict=True) if not cut <= t < cut + 3_600_000]
     quiet = root / "quiet"
     write_chunks(quiet_lines, quiet, per_file=10**9)
     return {"plain": plain, "skewed": skewed, "quiet": quiet}

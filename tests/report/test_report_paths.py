@@ -34,3 +34,21 @@ def test_the_driver_s_tables_equal_spark_s(spark, name, fmt):
             assert [a for a, b in pairs if a != b] == [], key  # the first items that differ
         assert on_driver.get(key) == in_spark.get(key), key
     assert DRIVER_ROWS >= 100_000  # the real logs above take the driver's path by default
+
+
+@pytest.mark.parametrize("driver_rows", [DRIVER_ROWS, 0])
+def test_quarantine_examples_come_in_the_order_of_the_input(spark, tmp_path, nasa_day, driver_rows):
+    # Spark packs the largest file first: the smaller first file's bad lines still come first
+    import gzip
+
+    day = gzip.decompress(nasa_day.read_bytes()).decode().splitlines()
+    files = []
+    for i, (size, bad) in enumerate(((200, 3), (20_000, 3))):
+        lines = day[:size] + [f"bad line {i}.{k}" for k in range(bad)]
+        path = tmp_path / f"{i}.log"
+        path.write_text("\n".join(lines) + "\n")
+        files.append(str(path))
+    parsed = parse(read_lines(spark, files), compile_format("common"), time_text=True)
+    report = build_report(parsed, log_format="common", driver_rows=driver_rows)
+    shown = [e["raw_line"] for e in report["quarantine"]["examples"]]
+    assert shown == ["bad line 0.0", "bad line 0.1", "bad line 0.2", "bad line 1.0", "bad line 1.1"]

@@ -6,39 +6,32 @@ sizes, plain and gzip, with small split settings so that the files stay small)."
 from __future__ import annotations
 
 import gzip
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from logstream.sources.files import balanced_partitions, file_partitions, splittable
+from logstream.session import conf_set
+from logstream.sources.files import (
+    balanced_partitions,
+    file_partitions,
+    split_bytes,
+    splittable,
+)
 
 MAX_BYTES = 256 * 1024
 OPEN_COST = 16 * 1024
 CORES = 2
 
 
-@contextmanager
 def _split_settings(spark, minimum: int | None):
-    keys = {
-        "spark.sql.files.maxPartitionBytes": str(MAX_BYTES),
-        "spark.sql.files.openCostInBytes": str(OPEN_COST),
-        "spark.sql.files.minPartitionNum": None if minimum is None else str(minimum),
-    }
-    before = {k: spark.conf.get(k, None) for k in keys}
-    for k, v in keys.items():
-        if v is None:
-            spark.conf.unset(k)
-        else:
-            spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
+    return conf_set(
+        spark,
+        {
+            "spark.sql.files.maxPartitionBytes": str(MAX_BYTES),
+            "spark.sql.files.openCostInBytes": str(OPEN_COST),
+            "spark.sql.files.minPartitionNum": None if minimum is None else str(minimum),
+        },
+    )
 
 
 def _files(tmp_path, nasa_day, plain: list[int], gzipped: list[int]) -> list[str]:
@@ -68,9 +61,7 @@ def _sizes(paths: list[str]) -> list[tuple[int, bool]]:
 
 
 def _ours(sizes: list[tuple[int, bool]], minimum: int) -> int:
-    total = sum(size + OPEN_COST for size, _ in sizes)
-    split = min(MAX_BYTES, max(OPEN_COST, total // minimum))
-    return file_partitions(sizes, split, OPEN_COST)
+    return file_partitions(sizes, split_bytes(sizes, minimum, MAX_BYTES, OPEN_COST), OPEN_COST)
 
 
 CASES = {

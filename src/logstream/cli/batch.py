@@ -252,11 +252,11 @@ def batch(
     # otherwise the compressed inputs are read to their end while Spark starts and works
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
-    spark = get_spark(_settings(master, remote, extra, inputs, files))
-    _balance_input(spark, extra, files)
-    # on a terminal: the input's parts read, then the report's steps by name
-    console = Console() if progress_enabled(quiet) else None
-    progress = _progress(spark, console, files, heavy_hitters, returning)
+    sizes = [_size(f) for f in files]  # bytes, once: the session, the waves, the bar
+    spark = get_spark(_settings(master, remote, extra, inputs, files, sizes))
+    _balance_input(spark, extra, files, sizes)
+    console = Console() if progress_enabled(quiet) else None  # the bar, on a terminal
+    progress = _progress(spark, console, sizes, heavy_hitters, returning)
     options = {
         "time_zone": time_zone,
         "reference": tables,
@@ -309,11 +309,13 @@ def _settings(
     extra: dict[str, str],
     inputs: list[str],
     files: list[str],
+    sizes: list[int],
 ) -> SparkSettings:
     """The session's settings: ``--remote`` else ``$SPARK_REMOTE``, as PySpark; a short run
-    (the quicker JIT) on a small local input (remote inputs' sizes are not looked at)."""
+    (the quicker JIT) on a small local input of ``files`` of ``sizes`` bytes (remote inputs'
+    sizes are not looked at)."""
     local = all("://" not in str(i) or str(i).startswith("file:") for i in inputs)
-    short = local and short_input((f, _size(f)) for f in files)
+    short = local and short_input(zip(files, sizes, strict=True))
     given = remote_default(remote)
     return SparkSettings.build(master=master, extra=extra, short_run=short, **given)
 
@@ -327,9 +329,10 @@ def _format_options(fmt: Any) -> dict[str, Any]:
     }
 
 
-def _progress(spark: Any, console: Any, files: list[str], heavy: bool, returning: bool) -> Any:
+def _progress(spark: Any, console: Any, sizes: list[int], heavy: bool, returning: bool) -> Any:
     """The report's progress bar (:class:`~logstream.report.progress.StepProgress`): the input's
-    ``files`` read, then the report's steps, with the opt-in ones asked for."""
+    bytes (``sizes``, one a file) read, then the report's steps, with the opt-in ones asked
+    for."""
     from logstream.connect import is_connect, not_through_connect
     from logstream.report.progress import REPORT_STEPS, StepProgress
 
@@ -342,9 +345,7 @@ def _progress(spark: Any, console: Any, files: list[str], heavy: bool, returning
         steps["heavy hitters"] = "the heavy hitters"
     if returning:
         steps["returning visitors"] = "the returning visitors"
-    return StepProgress(
-        spark.sparkContext, console, steps=steps, input_bytes=sum(_size(f) for f in files)
-    )
+    return StepProgress(spark.sparkContext, console, steps=steps, input_bytes=sum(sizes))
 
 
 class _NoProgress(nullcontext):
@@ -360,20 +361,21 @@ _SPLIT_KEYS = (
     _MIN_PARTITIONS,
     "spark.sql.files.maxPartitionBytes",
     "spark.sql.files.openCostInBytes",
+    "spark.sql.leafNodeDefaultParallelism",  # Spark's default minPartitionNum
 )
 
 
-def _balance_input(spark: Any, extra: dict[str, str], files: list[str]) -> None:
-    """The input read in full waves of tasks (:func:`~logstream.sources.files.
-    balanced_partitions`), unless ``--conf`` sets how Spark cuts files or the session is a
-    Spark Connect one (whose cores the client does not see)."""
+def _balance_input(spark: Any, extra: dict[str, str], files: list[str], sizes: list[int]) -> None:
+    """The input (``files`` of ``sizes`` bytes) read in full waves of tasks
+    (:func:`~logstream.sources.files.balanced_partitions`), unless ``--conf`` sets how Spark
+    cuts files or the session is a Spark Connect one (whose cores the client does not see)."""
     from logstream.connect import is_connect
     from logstream.sources.files import balanced_partitions, splittable
 
     if is_connect(spark) or any(key in extra for key in _SPLIT_KEYS):
         return
-    sizes = [(_size(f), splittable(f)) for f in files]
-    minimum = balanced_partitions(sizes, spark.sparkContext.defaultParallelism)
+    pieces = [(size, splittable(f)) for f, size in zip(files, sizes, strict=True)]
+    minimum = balanced_partitions(pieces, spark.sparkContext.defaultParallelism)
     if minimum is not None:
         spark.conf.set(_MIN_PARTITIONS, str(minimum))
 

@@ -32,6 +32,7 @@ __all__ = [
     "WRITTEN_OFFSET_COLUMN",
     "events",
     "fenced",
+    "hhmm_parts",
     "hhmm_seconds",
     "parse",
     "quarantine",
@@ -235,10 +236,18 @@ def _clf_offset_seconds(written: Column) -> Column:
     return hhmm_seconds(F.substring_index(written, " ", -1).try_cast("int"))
 
 
-def hhmm_seconds(hhmm: Column) -> Column:
+def hhmm_parts(hhmm: Column) -> tuple[Column, Column]:
+    """The hours and minutes of an offset written ``±HHMM`` and cast to an integer
+    (``-0430`` is -430: 4 and 30), unsigned."""
+    return F.floor(F.abs(hhmm) / 100), F.abs(hhmm) % 100
+
+
+def hhmm_seconds(hhmm: Column, parts: tuple[Column, Column] | None = None) -> Column:
     """An offset written ``±HHMM`` and cast to an integer (``-0430`` is -430) in seconds east
-    of UTC (bigint: -16,200), unchecked: the caller knows its minutes are below 60."""
-    magnitude = (F.floor(F.abs(hhmm) / 100) * 3600 + F.abs(hhmm) % 100 * 60).cast("bigint")
+    of UTC (bigint: -16,200), unchecked: the caller knows its minutes are below 60. ``parts``:
+    its :func:`hhmm_parts`, when the caller has them already."""
+    hours, minutes = parts if parts is not None else hhmm_parts(hhmm)
+    magnitude = (hours * 3600 + minutes * 60).cast("bigint")
     return F.when(hhmm < 0, -magnitude).otherwise(magnitude)
 
 

@@ -35,6 +35,7 @@ from logstream.report.reference import reference_section
 from logstream.report.sessions import SESSION_GAP_S, session_summary
 from logstream.report.views import count_host_days, persisted, view_counts
 from logstream.schema import QUARANTINE_SCHEMA
+from logstream.session import conf_set
 from logstream.sources.integrity import CORRUPT_FILE_REASON, spark_file_uri
 
 __all__ = ["LOG_OFFSET_REGEX", "QUARANTINE_EXAMPLES", "REPORT_KEYS", "build_report", "iso_instant"]
@@ -223,8 +224,7 @@ def _count(
 ) -> tuple[DataFrame, Observation, int]:
     """The one aggregation of :func:`logstream.report.views.view_counts`, persisted, under
     :data:`REPORT_CONF`, the observation of its hosts per day and its number of rows."""
-    conf = _ReportConf(parsed.sparkSession)
-    try:
+    with conf_set(parsed.sparkSession, REPORT_CONF):
         every, host_days = count_host_days(
             view_counts(
                 parsed,
@@ -238,8 +238,6 @@ def _count(
         counts = persisted(every)
         _describe(counts, "read, parse, aggregate")  # the first job computes the aggregation
         rows = counts.count()
-    finally:
-        conf.restore()
     return counts, host_days, rows
 
 
@@ -301,24 +299,6 @@ REPORT_CONF = {
     # the persisted rows coalesced too (Spark keeps a cached plan's partitions otherwise)
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
-
-
-class _ReportConf:
-    """:data:`REPORT_CONF` set on a session for the report, the session's own restored
-    after it (:meth:`restore`)."""
-
-    def __init__(self, spark: Any) -> None:
-        self.spark = spark
-        self.before = {key: spark.conf.get(key, None) for key in REPORT_CONF}
-        for key, value in REPORT_CONF.items():
-            spark.conf.set(key, value)
-
-    def restore(self) -> None:
-        for key, value in self.before.items():
-            if value is None:
-                self.spark.conf.unset(key)
-            else:
-                self.spark.conf.set(key, value)
 
 
 def _small_views(counts: DataFrame) -> list[dict[str, Any]]:
@@ -469,7 +449,7 @@ def _quarantine(
     failed = sum(reasons.values())
     bad = (
         counts.where(F.col("view") == "bad")
-        .orderBy("l1")
+        .orderBy("s2", "l1")  # by file, then position (Spark packs the largest pieces first)
         .select(
             F.col("s1").alias("raw_line"),
             F.col("s2").alias("source_file"),

@@ -69,7 +69,12 @@ from logstream.analytics.requests import (
 from logstream.analytics.visitors import local_day
 from logstream.parsing import REASON_COLUMN
 from logstream.parsing.detect import LOG_OFFSET_REGEX
-from logstream.parsing.parser import TIME_TEXT_COLUMN, WRITTEN_OFFSET_COLUMN, hhmm_seconds
+from logstream.parsing.parser import (
+    TIME_TEXT_COLUMN,
+    WRITTEN_OFFSET_COLUMN,
+    hhmm_parts,
+    hhmm_seconds,
+)
 
 __all__ = [
     "HOST_DAY",
@@ -405,8 +410,8 @@ def _written_offset_seconds(text: Column, fast: bool = False) -> Column:
     # as character by character (10 substrings and 4 translations: 9 CPU-s on 10M lines)
     plain = F.substring(text, -14, 14).rlike(r"^\d\d:\d\d:\d\d [+-]\d\d\d\d$")
     signed = F.substring(text, -5, 5).try_cast("int")  # "-0430" is -430
-    hours, minutes = F.floor(F.abs(signed) / 100), F.abs(signed) % 100
+    hours, minutes = parts = hhmm_parts(signed)
     # the offsets Java's ZoneOffset holds (±18:00), as the parse of the slow form accepts
     valid = (minutes < 60) & ((hours < 18) | ((hours == 18) & (minutes == 0)))
-    seconds = F.when(plain & valid, hhmm_seconds(signed))
+    seconds = F.when(plain & valid, hhmm_seconds(signed, parts))
     return seconds.when(plain, F.lit(0).cast("bigint")).otherwise(slow)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "balanced_partitions",
     "expand_inputs",
+    "file_partitions",
     "head_lines",
     "input_files",
     "lines_at_most",
@@ -35,6 +36,8 @@ __all__ = [
     "sample_lines",
     "skipped_files",
     "skipped_note",
+    "split_bytes",
+    "splittable",
 ]
 
 _GLOB_CHARS = set("*?[{")
@@ -277,19 +280,41 @@ def balanced_partitions(
     int or None
         The setting, or None to leave Spark's (``cores``).
     """
-    total = sum(size + open_cost for size, _ in sizes)
 
     def made(minimum: int) -> int:
-        return file_partitions(sizes, min(max_bytes, max(open_cost, total // minimum)), open_cost)
+        return file_partitions(sizes, split_bytes(sizes, minimum, max_bytes, open_cost), open_cost)
 
     default = made(cores)
     if cores < 2 or default <= cores or default % cores == 0:
         return None
+    total = sum(size + open_cost for size, _ in sizes)
     first = cores * (total // (max_bytes * cores) + 1)  # the first that cuts smaller
     for minimum in range(first, first + 4 * cores, cores):
         if made(minimum) % cores == 0:
             return minimum
     return None
+
+
+def split_bytes(
+    sizes: Sequence[tuple[int, bool]],
+    minimum: int,
+    max_bytes: int = MAX_PARTITION_BYTES,
+    open_cost: int = OPEN_COST_BYTES,
+) -> int:
+    """The most bytes Spark puts in one piece of a split file when reading files of ``sizes``
+    with ``minimum`` partitions at least (``spark.sql.files.minPartitionNum``): the input
+    with an open cost per file, shared by ``minimum``, within ``[open_cost, max_bytes]``
+    (Spark's ``FilePartition.maxSplitBytes``).
+
+    Examples
+    --------
+    >>> split_bytes([(100 << 20, True)] * 4, 2)  # 400 MiB: 128 MiB pieces
+    134217728
+    >>> split_bytes([(10 << 20, True)] * 4, 8)  # (4 x 14 MiB with the open cost) / 8: 7 MiB
+    7340032
+    """
+    total = sum(size + open_cost for size, _ in sizes)
+    return min(max_bytes, max(open_cost, total // minimum))
 
 
 def splittable(path: str) -> bool:
