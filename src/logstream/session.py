@@ -32,7 +32,6 @@ JVM itself it is detached from the driver's signals and dies with it
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
@@ -61,7 +60,6 @@ __all__ = [
     "WORKER_START_TIMEOUT",
     "conf_set",
     "get_spark",
-    "import_in_background",
     "is_worker_start_timeout",
     "kafka_available",
     "kafka_jars",
@@ -72,27 +70,6 @@ __all__ = [
 #: query's first micro-batch starts one on the driver) did not connect back within 10 s: a
 #: limit of Spark 4.2's ``PythonWorkerFactory`` that no setting changes, met on a busy machine
 WORKER_START_TIMEOUT = "Python worker failed to connect back"
-
-
-#: Modules the work after a session's start imports (the report's tables, the live path's
-#: Arrow), imported while the JVM starts: pandas alone is 0.4 s of a process (2 cores).
-_LATER_IMPORTS = ("pandas", "pyarrow")
-
-
-def import_in_background(modules: tuple[str, ...]) -> None:
-    """Import ``modules`` in a thread, for a command that needs them only once its session
-    has started: the driver mostly waits while the JVM starts (:func:`get_spark` does so for
-    pandas and pyarrow). A module that cannot be imported is left for its first user to
-    report."""
-
-    def load() -> None:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                return
-
-    threading.Thread(target=load, name="logstream-imports", daemon=True).start()
 
 
 @contextmanager
@@ -359,8 +336,6 @@ def get_spark(
         jars = kafka_jars(conf.get(_JARS, None), conf.get("spark.jars.packages", None))
         if jars:
             conf.set(_JARS, jars)
-    if own_jvm:
-        import_in_background(_LATER_IMPORTS)
     with SparkContext._lock:
         if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
             # a JVM of our own (under spark-submit it is already there): the UI's address is

@@ -213,12 +213,15 @@ def batch(
     site_pattern = check_vhost_pattern(vhost_from_path)
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
+    from rich.console import Console
 
-    from logstream.config import PANELS, check_panels
     from logstream.parsing import parse, resolve_format
     from logstream.parsing.detect import check_sample
     from logstream.reference import ReferenceTables, parse_reference_options
-    from logstream.session import get_spark, import_in_background
+    from logstream.report.filtering import Filtering, filtered_report, filtered_rows
+    from logstream.report.panels import PANELS, check_panels
+    from logstream.report.progress import progress_enabled
+    from logstream.session import get_spark
     from logstream.sources import (
         drop_duplicate_lines,
         expand_inputs,
@@ -250,12 +253,10 @@ def batch(
     checking = ThreadPoolExecutor(max_workers=1)
     corrupt = checking.submit(check_files, files)
     sizes = [_size(f) for f in files]  # bytes, once: the session, the waves, the bar
-    import_in_background(("logstream.report.filtering",))  # pandas &c.: while the JVM starts
     spark = get_spark(_settings(master, remote, extra, inputs, files, sizes))
-    from logstream.report.filtering import Filtering, filtered_report, filtered_rows
-
     _balance_input(spark, extra, files, sizes)
-    progress = _progress(spark, quiet, sizes, heavy_hitters, returning)
+    console = Console() if progress_enabled(quiet) else None  # the bar, on a terminal
+    progress = _progress(spark, console, sizes, heavy_hitters, returning)
     options = {
         "time_zone": time_zone,
         "reference": tables,
@@ -328,16 +329,13 @@ def _format_options(fmt: Any) -> dict[str, Any]:
     }
 
 
-def _progress(spark: Any, quiet: bool, sizes: list[int], heavy: bool, returning: bool) -> Any:
-    """The report's progress bar (:class:`~logstream.report.progress.StepProgress`), on a
-    terminal unless ``quiet``: the input's bytes (``sizes``, one a file) read, then the
-    report's steps, with the opt-in ones asked for."""
-    from rich.console import Console
-
+def _progress(spark: Any, console: Any, sizes: list[int], heavy: bool, returning: bool) -> Any:
+    """The report's progress bar (:class:`~logstream.report.progress.StepProgress`): the input's
+    bytes (``sizes``, one a file) read, then the report's steps, with the opt-in ones asked
+    for."""
     from logstream.connect import is_connect, not_through_connect
-    from logstream.report.progress import REPORT_STEPS, StepProgress, progress_enabled
+    from logstream.report.progress import REPORT_STEPS, StepProgress
 
-    console = Console() if progress_enabled(quiet) else None
     if is_connect(spark):  # the bar polls the SparkContext's status tracker
         if console is not None:
             not_through_connect("no progress bar (it reads the SparkContext's job status)")

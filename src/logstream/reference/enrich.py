@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -152,8 +153,6 @@ class Enricher:
             names = {"networks": ("n", "o", "c"), "sections": ("p", "s")}[table.kind]
             types = {"n": "bigint", "o": "string", "c": "string", "p": "string", "s": "string"}
             # from pandas (Arrow): a LocalRelation, broadcast from the driver without a job
-            import pandas as pd  # not at start: it loads while the JVM starts (session.py)
-
             frames = {
                 length: self.spark.createDataFrame(
                     pd.DataFrame(rows, columns=[f"_{n}{length}" for n in names]),
