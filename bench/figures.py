@@ -151,17 +151,26 @@ def _live(r: dict[str, Any]) -> tuple[str, str]:
 
 
 def _make_run(r: dict[str, Any]) -> tuple[str, str]:
-    text = (
-        f"`make run`: first data on the dashboard {r['first_data_s']} s after start, later "
-        f"micro-batches {r['later_batch_s_median']} s (median)"
-    )
+    text = f"`make run`: {_first_data(r)}"
     if (busy := r.get("loaded")) is not None:
         text += (
             f"; on a loaded machine ({busy['busy_processes']} other processes spinning the "
-            f"cores): first data {busy['first_data_s']} s, micro-batches "
-            f"{busy['later_batch_s_median']} s"
+            f"cores): {_first_data(busy)}"
         )
     return text, "—"
+
+
+def _first_data(r: dict[str, Any]) -> str:
+    """A ``make run`` result's first data and later micro-batches, or that it showed none."""
+    if r["first_data_s"] is None:
+        return (
+            f"no data on the dashboard within the run ({r['command']}, exit code "
+            f"{r['exit_code']}, {r['micro_batches']} micro-batches)"
+        )
+    return (
+        f"first data on the dashboard {r['first_data_s']} s after start, later micro-batches "
+        f"{r['later_batch_s_median']} s (median)"
+    )
 
 
 def _kafka(r: dict[str, Any]) -> tuple[str, str]:
