@@ -7,6 +7,7 @@ import importlib.util
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -61,17 +62,29 @@ def config(tmp: Path, input_dir: Path, **overrides) -> PipelineConfig:
     return PipelineConfig.build(**values)
 
 
-def run_in_process(spark, root: Path, input_dir: Path) -> float:
-    """An uninterrupted available-now run of ``input_dir`` (one file a micro-batch) in the
-    test's own Spark session, its state and outputs under ``root`` as ``logstream run`` lays
-    them out (``root/out``, ``root/state``, ``root/store.db``); returns its seconds. A
-    reference run here needs no JVM start of its own."""
-    start = time.monotonic()
-    pipeline = Pipeline(spark, config(root, input_dir))
+def run_pipeline(
+    spark, root: Path, input_dir: Path, spark_steps: bool = False, **overrides
+) -> Pipeline:
+    """An available-now run of ``input_dir`` (one file a micro-batch, :func:`config` with
+    ``overrides``) in the test's own Spark session, its state and outputs under ``root`` as
+    ``logstream run`` lays them out (``root/out``, ``root/state``, ``root/store.db``); with
+    ``spark_steps`` every micro-batch takes the Spark steps (``driver_rows=0``), not the
+    driver's live path. Returns the stopped pipeline."""
+    pipeline = Pipeline(spark, config(root, input_dir, **overrides))
+    if spark_steps:
+        pipeline.ingest.settings = replace(pipeline.ingest.settings, driver_rows=0)
     try:
         pipeline.run()
     finally:
         pipeline.stop()
+    return pipeline
+
+
+def run_in_process(spark, root: Path, input_dir: Path) -> float:
+    """An uninterrupted :func:`run_pipeline` of ``input_dir``; returns its seconds. A
+    reference run here needs no JVM start of its own."""
+    start = time.monotonic()
+    run_pipeline(spark, root, input_dir)
     return time.monotonic() - start
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import config, nasa_lines, run_pipeline, write_chunks
 from tests.pipeline.test_skew import epoch_ms, skewed_file
 
 import logstream.pipeline.ingest.stage as stage_module
@@ -124,13 +124,7 @@ def _run(spark, root: Path, input_dir: Path, one_pass: bool, monkeypatch) -> Pip
     with monkeypatch.context() as m:
         if not one_pass:
             m.setattr(stage_module, "one_pass_eligible", lambda stage, batch_id: False)
-        pipeline = Pipeline(spark, config(root, input_dir, queries="none"))
-        pipeline.ingest.settings = replace(pipeline.ingest.settings, driver_rows=0)
-        try:
-            pipeline.run()
-        finally:
-            pipeline.stop()
-    return pipeline
+        return run_pipeline(spark, root, input_dir, spark_steps=True, queries="none")
 
 
 def _rows(spark, root: Path, output: str) -> list[tuple]:

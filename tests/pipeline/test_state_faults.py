@@ -14,11 +14,10 @@ import os
 import random
 import shutil
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.pipeline.helpers import PARQUET_OUTPUTS, config, nasa_lines, write_chunks
+from tests.pipeline.helpers import PARQUET_OUTPUTS, nasa_lines, run_pipeline, write_chunks
 from tests.pipeline.test_recovery import parquet_rows, store_rows
 
 from logstream.errors import ReplayMismatchError, StateCorruptError
@@ -42,14 +41,7 @@ def reference(spark, nasa_day, tmp_path_factory) -> tuple[dict, dict]:
 
 
 def _run(spark, tmp: Path, driver: bool = True) -> Pipeline:
-    pipeline = Pipeline(spark, config(tmp, tmp / "in"))
-    if not driver:  # every micro-batch through the Spark steps
-        pipeline.ingest.settings = replace(pipeline.ingest.settings, driver_rows=0)
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
-    return pipeline
+    return run_pipeline(spark, tmp, tmp / "in", spark_steps=not driver)
 
 
 def _rows(spark, tmp: Path) -> tuple[dict, dict]:

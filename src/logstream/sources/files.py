@@ -281,13 +281,14 @@ def balanced_partitions(
         The setting, or None to leave Spark's (``cores``).
     """
 
+    total = _input_bytes(sizes, open_cost)  # once: each try below only divides it
+
     def made(minimum: int) -> int:
-        return file_partitions(sizes, split_bytes(sizes, minimum, max_bytes, open_cost), open_cost)
+        return file_partitions(sizes, _split_of(total, minimum, max_bytes, open_cost), open_cost)
 
     default = made(cores)
     if cores < 2 or default <= cores or default % cores == 0:
         return None
-    total = sum(size + open_cost for size, _ in sizes)
     first = cores * (total // (max_bytes * cores) + 1)  # the first that cuts smaller
     for minimum in range(first, first + 4 * cores, cores):
         if made(minimum) % cores == 0:
@@ -313,7 +314,16 @@ def split_bytes(
     >>> split_bytes([(10 << 20, True)] * 4, 8)  # (4 x 14 MiB with the open cost) / 8: 7 MiB
     7340032
     """
-    total = sum(size + open_cost for size, _ in sizes)
+    return _split_of(_input_bytes(sizes, open_cost), minimum, max_bytes, open_cost)
+
+
+def _input_bytes(sizes: Sequence[tuple[int, bool]], open_cost: int) -> int:
+    """The input's bytes as Spark weighs them: each file's size and its open cost."""
+    return sum(size + open_cost for size, _ in sizes)
+
+
+def _split_of(total: int, minimum: int, max_bytes: int, open_cost: int) -> int:
+    """:func:`split_bytes` of an input of ``total`` weighed bytes (:func:`_input_bytes`)."""
     return min(max_bytes, max(open_cost, total // minimum))
 
 

@@ -45,7 +45,7 @@ from logstream.connect import is_connect
 from logstream.pipeline.ingest.watermark import Split, count_metrics, judged, lateness
 from logstream.pipeline.state import SnapshotMeta
 from logstream.schema import EVENT_COLUMNS
-from logstream.sinks.publish import batch_dir, discard_prepared
+from logstream.sinks.publish import batch_dir
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -82,7 +82,8 @@ class OnePass:
     split : Split or None
         The micro-batch's split when certified (None: a micro-batch with no line).
     prepared : bool
-        The on-time events are written, hidden (``events/.prepared-batch_id=…``).
+        The on-time events are written, hidden (``events/.prepared-batch_id=…``): published
+        when the batch's final split is ``prepared``, dropped by the stage otherwise.
     """
 
     certified: bool
@@ -202,7 +203,4 @@ def prepare_events(
     events = m["on_time"] + m["late"]
     if not certified(events, m["min_ms"], m["max_ms"], m["q_ms"], m["halves"], s.watermark_ms):
         return OnePass(False, None, True)
-    split = judged(stage, parsed, batch_id, prev, corrupt, m, columns, prepared=True)
-    if split is None or not split.prepared:
-        discard_prepared(root, batch_id)  # no on-time event: nothing to publish
-    return OnePass(True, split, split is not None and split.prepared)
+    return OnePass(True, judged(stage, parsed, batch_id, prev, corrupt, m, columns, True), True)

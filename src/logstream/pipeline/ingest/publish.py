@@ -90,9 +90,9 @@ def events_task(stage: StageContext, split: Split, corrupt: dict[str, str]) -> C
             root = stage.output_dir / "events"
             if split.prepared:  # written by the job that parsed the batch (one_pass.py)
                 stage.publish.publish_prepared(root, batch_id)
-                stage._step("published_events", batch_id)
             elif write.events:
                 stage.publish(split.on_time, root, batch_id, files=None)
+            if write.events:
                 stage._step("published_events", batch_id)
             if write.late_events:
                 _publish_late(stage, parsed.where(is_event & is_late), split.watermark, write)

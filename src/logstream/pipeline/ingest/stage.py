@@ -10,7 +10,6 @@ modules of the package.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from pyspark import StorageLevel
@@ -26,7 +25,7 @@ from logstream.pipeline.ingest.context import StageContext
 from logstream.pipeline.ingest.driver import batch_rows, deliver_on_driver, driver_eligible
 from logstream.pipeline.ingest.fold import fold_batch
 from logstream.pipeline.ingest.live import commit_views
-from logstream.pipeline.ingest.one_pass import one_pass_eligible, prepare_events
+from logstream.pipeline.ingest.one_pass import OnePass, one_pass_eligible, prepare_events
 from logstream.pipeline.ingest.panels import AGENT_PANELS
 from logstream.pipeline.ingest.publish import (
     analytics_tasks,
@@ -119,27 +118,26 @@ class IngestStage(StageContext):
                 if rows is not None:
                     self.path = "driver"
                     delivered = deliver_on_driver(self, rows, batch_id, prev, corrupt, parsed)
-            one = None
-            if delivered is None and one_pass_eligible(self, batch_id):
-                # no output but the events: parsed and written by one job (one_pass.py)
-                one = prepare_events(self, parsed, batch_id, prev, corrupt)
+            if delivered is None:
+                one = OnePass(False, None, False)
+                if one_pass_eligible(self, batch_id):
+                    # no output but the events: parsed and written by one job (one_pass.py)
+                    one = prepare_events(self, parsed, batch_id, prev, corrupt)
+                split = one.split
                 if one.certified:
                     self.path = "one_pass"
-                    delivered = self._deliver_split(parsed, one.split, prev, corrupt, cached)
-            if delivered is None:
-                self.path = "spark"
-                # keep the raw text only where it is needed (quarantine): a smaller cache
-                parsed = parsed.withColumn(
-                    "raw_line", F.when(is_quarantined(), F.col("raw_line"))
-                ).persist(StorageLevel.MEMORY_AND_DISK)
-                cached.append(parsed)
-                split = split_batch(self, parsed, batch_id, prev, corrupt)  # 3. watermark, 4.
-                if one is not None and one.prepared:
-                    # judged exactly: the prepared events are the batch's unless a rule fired
-                    if split is not None and self.ahead_bound is None and split.write.events:
-                        split = replace(split, prepared=True)
-                    else:
-                        discard_prepared(self.output_dir / "events", batch_id)
+                else:
+                    self.path = "spark"
+                    # keep the raw text only where it is needed (quarantine): a smaller cache
+                    parsed = parsed.withColumn(
+                        "raw_line", F.when(is_quarantined(), F.col("raw_line"))
+                    ).persist(StorageLevel.MEMORY_AND_DISK)
+                    cached.append(parsed)
+                    # 3. watermark, 4. split: judged exactly
+                    split = split_batch(self, parsed, batch_id, prev, corrupt, one.prepared)
+                if one.prepared and (split is None or not split.prepared):
+                    # the prepared events are not the batch's (a rule fired) or it has none
+                    discard_prepared(self.output_dir / "events", batch_id)
                 delivered = self._deliver_split(parsed, split, prev, corrupt, cached)
             write, meta, state_parts = delivered
             if write is None:
@@ -218,8 +216,8 @@ class IngestStage(StageContext):
         corrupt: dict[str, str],
         cached: list[DataFrame],
     ) -> tuple[IngestBatchWrite | None, SnapshotMeta, dict[str, DataFrame | None]]:
-        """Steps 5 to 7 of a split batch (None: no data): returns the batch's store write
-        (None: no data), the meta of its snapshot and the state parts the snapshot writes."""
+        """Steps 5 to 7 of a split batch: returns the batch's store write (None: no data,
+        ``split`` None), the meta of its snapshot and the state parts the snapshot writes."""
         s = self.settings
         if split is None:
             return None, prev, {}

@@ -166,6 +166,7 @@ def split_batch(
     batch_id: int,
     prev: SnapshotMeta,
     corrupt: dict[str, str],
+    prepared: bool = False,
 ) -> Split | None:
     """Judge micro-batch ``batch_id`` by the watermark of snapshot ``prev``.
 
@@ -184,6 +185,10 @@ def split_batch(
         The snapshot before this batch.
     corrupt : dict of str to str
         The batch's corrupt input files and their errors.
+    prepared : bool
+        Its on-time events by that watermark are written already, hidden
+        (:mod:`logstream.pipeline.ingest.one_pass`): they are the batch's unless an
+        in-batch rule quarantines some of them (the split's ``prepared``).
 
     Returns
     -------
@@ -214,7 +219,10 @@ def split_batch(
             stage.ahead_bound = bound
             counts = _counts(parsed, is_event, is_late)
     assert counts is not None
-    return judged(stage, parsed, batch_id, prev, corrupt, counts, (is_event, is_late, watermark))
+    columns = (is_event, is_late, watermark)
+    return judged(
+        stage, parsed, batch_id, prev, corrupt, counts, columns, prepared and bound is None
+    )
 
 
 def lateness(watermark_ms: int | None) -> tuple[Column, Column, Column]:
@@ -241,7 +249,9 @@ def judged(
     """The :class:`Split` of a micro-batch from its counts (:func:`count_metrics`' names) and
     :func:`lateness`' columns: chooses how the batch is analysed (in one partition when it is
     small, with its adaptive execution) and records its ``since_ms`` on ``stage``. None for a
-    micro-batch with no line and no corrupt file."""
+    micro-batch with no line and no corrupt file. With ``prepared`` (its on-time events are
+    written, hidden, and no rule quarantined any), the split is ``prepared`` when it has
+    on-time events."""
     s = stage.settings
     is_event, is_late, watermark = columns
     write = IngestBatchWrite(
