@@ -1,14 +1,15 @@
 """The floor of a whole Spark process on the NASA input, beside GoAccess, and logstream's
 distance to it, in one run.
 
-Issue #40's targets are ratios to this floor, measured in the same run (2 cores): the 31-day
-streaming backfill with every default output within 2.0× ``parse_write`` and the ingest-only
-backfill within 1.3× (``--logstream-rows backfill_ingest,backfill_full``); ``logstream batch``
-on one NASA day within 1.5× ``session`` (``--days 1 --logstream-rows batch``). The result's
-``targets`` holds each ratio asked for, with its bound and whether it is met. This benchmark
-measures what any Spark program on this machine pays before logstream's own analytics start,
-each step a whole process of its own (``python bench/bench_floor.py --step NAME``), timed
-from outside, one after the other:
+The scale targets (issues #40 and #59) are ratios to this floor, measured in the same run
+(2 cores): the 31-day streaming backfill with every default output within 2.0×
+``parse_write`` and the ingest-only backfill within 1.2× (``--logstream-rows
+backfill_ingest,backfill_full``); ``logstream batch`` on one NASA day within 1.5×
+``session`` (``--days 1 --logstream-rows batch``). The result's ``targets`` holds each ratio
+asked for, with its bound and whether it is met. This benchmark measures what any Spark
+program on this machine pays before logstream's own analytics start, each step a whole
+process of its own (``python bench/bench_floor.py --step NAME``), timed from outside, one
+after the other:
 
 1. ``goaccess``: GoAccess 1.x fed the 31 files on stdin, as ``bench_vs_goaccess.py`` runs it;
 2. ``python``: the Python interpreter importing pyspark and logstream, no JVM;
@@ -55,10 +56,11 @@ from bench import harness
 STEPS = ("python", "session", "read", "parse", "parse_agg", "parse_write")
 #: Rows of ``bench_vs_goaccess.py`` that ``--logstream-rows`` adds to the run.
 LOGSTREAM_ROWS = ("batch", "backfill_ingest", "backfill_full")
-#: Issue #40's targets: (row, floor step, largest ratio of their wall times, days it is for).
+#: The scale targets (#40's, the ingest-only bound tightened by #59): (row, floor step, largest
+#: ratio of their wall times, days it is for).
 TARGETS = (
     ("backfill_full", "parse_write", 2.0, 31),
-    ("backfill_ingest", "parse_write", 1.3, 31),
+    ("backfill_ingest", "parse_write", 1.2, 31),
     ("batch", "session", 1.5, 1),
 )
 
