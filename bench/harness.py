@@ -446,6 +446,8 @@ def spark_totals(
                     "tasks": stage.get("numTasks"),
                     "executor_run_s": round(run_s, 2),
                     "executor_cpu_s": round(stage.get("executorCpuTime", 0) / 1e9, 3),
+                    "gc_s": round(stage.get("jvmGcTime", 0) / 1000, 2),
+                    "spilled_mib": round(stage.get("diskBytesSpilled", 0) / 2**20, 1),
                     "input_records": stage.get("inputRecords"),
                     "shuffle_write_records": stage.get("shuffleWriteRecords"),
                 }
