@@ -25,7 +25,7 @@ from logstream.ml.model import META_FILE, load_model
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
 from tests.conftest import COMBINED, data_file
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import config, nasa_lines, run_to_end, write_chunks
 
 WINDOW_MS = 300_000
 
@@ -109,10 +109,7 @@ def streamed(spark, model, tmp_path_factory):
     write_chunks(nasa_lines(data_file(COMBINED)), tmp / "in", per_file=2500)
     cfg = config(tmp, tmp / "in", log_format="combined", bot_model=model, queries="bot_scores")
     pipeline = Pipeline(spark, cfg)
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     return pipeline
 
 

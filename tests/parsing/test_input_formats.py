@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 from tests import oracle
 from tests.conftest import data_file
-from tests.pipeline.helpers import config
+from tests.pipeline.helpers import config, run_to_end
 
 from logstream.errors import LogFormatError
 from logstream.parsing import compile_format, detect_format, events, parse, quarantine
@@ -161,10 +161,7 @@ def test_the_stream_reads_the_tsv_files_with_auto_detection(spark, tmp_path):
         tmp_path, landing, log_format="auto", queries="traffic_per_minute", watermark="1 minute"
     )
     pipeline = Pipeline(spark, cfg)
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     rows = list(csv.DictReader(io.StringIO(raw.decode()), delimiter="\t"))
     assert pipeline.totals.events == len(rows) == 9_999
     assert pipeline.totals.quarantined == 0

@@ -62,22 +62,35 @@ def config(tmp: Path, input_dir: Path, **overrides) -> PipelineConfig:
     return PipelineConfig.build(**values)
 
 
-def run_pipeline(
-    spark, root: Path, input_dir: Path, spark_steps: bool = False, **overrides
-) -> Pipeline:
-    """An available-now run of ``input_dir`` (one file a micro-batch, :func:`config` with
-    ``overrides``) in the test's own Spark session, its state and outputs under ``root`` as
-    ``logstream run`` lays them out (``root/out``, ``root/state``, ``root/store.db``); with
+def pipeline_for(spark, cfg: PipelineConfig, spark_steps: bool = False) -> Pipeline:
+    """A pipeline of ``cfg`` in the test's own Spark session, not yet run; with
     ``spark_steps`` every micro-batch takes the Spark steps (``driver_rows=0``), not the
-    driver's live path. Returns the stopped pipeline."""
-    pipeline = Pipeline(spark, config(root, input_dir, **overrides))
+    driver's live path."""
+    pipeline = Pipeline(spark, cfg)
     if spark_steps:
         pipeline.ingest.settings = replace(pipeline.ingest.settings, driver_rows=0)
+    return pipeline
+
+
+def run_to_end(pipeline: Pipeline) -> Pipeline:
+    """Run ``pipeline`` (available-now: until its input is read) and stop it, also when the
+    run raises. Returns the stopped pipeline."""
     try:
         pipeline.run()
     finally:
         pipeline.stop()
     return pipeline
+
+
+def run_pipeline(
+    spark, root: Path, input_dir: Path, spark_steps: bool = False, **overrides
+) -> Pipeline:
+    """An available-now run of ``input_dir`` (one file a micro-batch, :func:`config` with
+    ``overrides``) in the test's own Spark session, its state and outputs under ``root`` as
+    ``logstream run`` lays them out (``root/out``, ``root/state``, ``root/store.db``), with
+    the Spark steps when ``spark_steps`` (:func:`pipeline_for`). Returns the stopped
+    pipeline."""
+    return run_to_end(pipeline_for(spark, config(root, input_dir, **overrides), spark_steps))
 
 
 def run_in_process(spark, root: Path, input_dir: Path) -> float:

@@ -15,7 +15,7 @@ from datetime import datetime
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import config, nasa_lines, run_to_end, write_chunks
 
 from logstream.pipeline import Pipeline
 from logstream.sinks.publish import BATCH_DIR_PREFIX, SCHEMA_BATCH_ID
@@ -47,10 +47,7 @@ def small_batches(spark, tmp_path_factory, nasa_day):
             queries="traffic_per_minute,sessions",
         ),
     )
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     return tmp, lines
 
 

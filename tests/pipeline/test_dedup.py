@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import PARQUET_OUTPUTS, config, nasa_lines, write_chunks
+from tests.pipeline.helpers import PARQUET_OUTPUTS, config, nasa_lines, run_to_end, write_chunks
 
 from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
@@ -30,10 +30,7 @@ def run(spark, tmp, lines, retries):
         shutil.copy(paths[index], copy)
         os.utime(copy, (mtime, mtime))
     pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=2, dedup=True))
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     return pipeline
 
 

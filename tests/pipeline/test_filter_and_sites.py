@@ -9,18 +9,16 @@ import gzip
 import os
 import sqlite3
 import zlib
-from dataclasses import replace
 
 import pytest
 from tests.conftest import COMBINED, data_file
-from tests.pipeline.helpers import config
+from tests.pipeline.helpers import config, pipeline_for, run_to_end
 
 from logstream.dashboard.data import read_snapshot
 from logstream.dashboard.explore_data import site_rows
 from logstream.dashboard.layout import kpi_cards
 from logstream.filters import EventFilter
 from logstream.parsing import compile_format, parse
-from logstream.pipeline import Pipeline
 from logstream.report import build_report
 from logstream.report.filtering import filtered_rows
 from logstream.sources import read_lines
@@ -71,13 +69,7 @@ def _run(spark, tmp, root, on_driver: bool):
     )
     if on_driver:
         cfg = cfg.model_copy(update={"input_dir": None, "max_files_per_trigger": None})
-    pipeline = Pipeline(spark, cfg)
-    if not on_driver:
-        pipeline.ingest.settings = replace(pipeline.ingest.settings, driver_rows=0)
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    pipeline = run_to_end(pipeline_for(spark, cfg, spark_steps=not on_driver))
     assert pipeline.ingest.paths["driver" if on_driver else "spark"] >= 1
     assert pipeline.ingest.paths["spark" if on_driver else "driver"] == 0
     return cfg

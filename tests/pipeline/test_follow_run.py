@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, nasa_lines
+from tests.pipeline.helpers import config, nasa_lines, run_to_end
 
 from logstream import analytics
 from logstream.parsing import compile_format, parse
@@ -30,10 +30,7 @@ def run_once(spark, tmp: Path, log: Path) -> Pipeline:
         max_bytes_per_trigger=256 * 1024,
     )
     pipeline = Pipeline(spark, cfg)
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     return pipeline
 
 

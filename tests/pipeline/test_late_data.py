@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, write_chunks
+from tests.pipeline.helpers import config, run_to_end, write_chunks
 
 from logstream.parsing import compile_format, events, parse
 from logstream.pipeline import Pipeline
@@ -43,10 +43,7 @@ def late_run(spark, tmp_path_factory):
         write_chunks(batch, tmp / "in", per_file=len(batch), start_mtime=2_000_000 + 10 * i)
         (tmp / "in" / "chunk-0000.log").rename(tmp / "in" / f"b{i}.log")
     pipeline = Pipeline(spark, config(tmp, tmp / "in"))
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     return tmp, pipeline
 
 

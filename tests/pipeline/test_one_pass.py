@@ -7,14 +7,20 @@ from __future__ import annotations
 import math
 import random
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.pipeline.helpers import config, nasa_lines, run_pipeline, write_chunks
+from tests.pipeline.helpers import (
+    config,
+    nasa_lines,
+    pipeline_for,
+    run_pipeline,
+    run_to_end,
+    write_chunks,
+)
 from tests.pipeline.test_skew import epoch_ms, skewed_file
 
 import logstream.pipeline.ingest.stage as stage_module
@@ -214,15 +220,11 @@ def test_a_crash_in_the_one_pass_then_a_restart_delivers_each_line_once(
     with monkeypatch.context() as m:
         if moment == "before_publish":
             m.setattr(OutputPublisher, "publish_prepared", crash_before)
-        pipeline = Pipeline(spark, config(tmp_path, input_dir, queries="none"))
-        pipeline.ingest.settings = replace(pipeline.ingest.settings, driver_rows=0)
+        pipeline = pipeline_for(spark, config(tmp_path, input_dir, queries="none"), True)
         if moment == "after_publish":
             pipeline.ingest.step_hook = crash_after
         with pytest.raises(Exception, match="killed"):
-            try:
-                pipeline.run()
-            finally:
-                pipeline.stop()
+            run_to_end(pipeline)
     assert crashed == [0]
     restarted = _run(spark, tmp_path, input_dir, True, monkeypatch)
     # replayed: published before the crash, the Spark steps (nothing twice); or prepared anew

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 from tests import oracle
 from tests.analytics.test_sessions import python_sessions, session_tuples
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import config, nasa_lines, run_to_end, write_chunks
 
 from logstream import analytics
 from logstream.parsing import compile_format, events, parse
@@ -53,10 +53,7 @@ def streamed(request, spark, nasa_day, tmp_path_factory):
         single_partition_rows=rows,
         driver_rows=pipeline.ingest.settings.driver_rows if on_driver else 0,
     )
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     # the path the batches took
     assert pipeline.ingest.paths["driver" if on_driver else "spark"] == 3
     if not on_driver:

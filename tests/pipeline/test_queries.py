@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import config, nasa_lines, run_to_end, write_chunks
 
 from logstream.dashboard.data import read_snapshot
 from logstream.pipeline import Pipeline
@@ -25,10 +25,7 @@ WINDOWED = {
 
 def run(spark, tmp, queries, inputs="in"):
     pipeline = Pipeline(spark, config(tmp, tmp / inputs, queries=queries))
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     return pipeline
 
 

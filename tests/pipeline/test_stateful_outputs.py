@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, write_chunks
+from tests.pipeline.helpers import config, run_to_end, write_chunks
 
 from logstream.dashboard.data import read_snapshot
 from logstream.generate import FlashCrowd, TrafficConfig, TrafficGenerator
@@ -30,10 +30,7 @@ def crowd_run(spark, tmp_path_factory):
     gen = TrafficGenerator(traffic)
     write_chunks([line.text for line in gen], tmp / "in", per_file=8000)
     pipeline = Pipeline(spark, config(tmp, tmp / "in", log_format="combined"))
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     return pipeline, gen.flash_pages[0], traffic.start + timedelta(seconds=CROWD_START_S)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.errors import StreamingQueryException
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import config, nasa_lines, run_to_end, write_chunks
 
 from logstream.pipeline import Pipeline
 from logstream.pipeline.run import _last_ran
@@ -74,10 +74,7 @@ def run_in_thread(pipeline: Pipeline) -> tuple[threading.Thread, list[BaseExcept
 
 def restart_to_the_end(spark, tmp: Path, chunks: Path) -> None:
     pipeline = Pipeline(spark, config(tmp, chunks, queries="none"))
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     store = assert_outputs_agree_with_the_store(spark, tmp)
     assert store.counters() == {
         "events": 3 * PER_FILE,
@@ -189,10 +186,7 @@ def test_a_micro_batch_serves_its_windows_before_its_ledger_commit(spark, chunks
             )
 
     pipeline.ingest.step_hook = hook
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     assert seen == {
         "requests": 2 * PER_FILE,  # micro-batches 0 and 1, on time
         "ledger": [0],

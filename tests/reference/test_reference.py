@@ -27,7 +27,7 @@ from logstream.reference import (
 )
 from logstream.report import build_report
 from logstream.sources import read_lines
-from tests.pipeline.helpers import config, write_chunks
+from tests.pipeline.helpers import config, run_to_end, write_chunks
 
 NETWORKS = (
     "network,organisation,country\n"
@@ -192,15 +192,9 @@ def stream(spark, elastic_lines, tmp_path_factory):
     first = Pipeline(spark, cfg)
     first.ingest.step_hook = hook
     with pytest.raises(Exception, match="killed after publishing"):
-        try:
-            first.run()
-        finally:
-            first.stop()
+        run_to_end(first)
     second = Pipeline(spark, cfg)
-    try:
-        second.run()
-    finally:
-        second.stop()
+    run_to_end(second)
     events = spark.read.parquet(str(cfg.output_dir / "events")).select(
         "batch_id", "event_time", "client_host", "url_path", "user_agent"
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import COMBINED, data_file
 from tests.dashboard.helpers import chromium
-from tests.pipeline.helpers import config, write_chunks
+from tests.pipeline.helpers import config, run_to_end, write_chunks
 
 from logstream.analytics.geo import locate
 from logstream.dashboard import start_dashboard_thread
@@ -378,10 +378,7 @@ def stream(spark, vhost_log, tmp_path_factory):
         queries="traffic_by_panel",
     )
     pipeline = Pipeline(spark, cfg)
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    run_to_end(pipeline)
     store = sqlite3.connect(cfg.store_path)
     panes: dict[tuple[str, str], list[int]] = {}
     for dimension, key, requests, size in store.execute(

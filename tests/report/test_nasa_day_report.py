@@ -317,22 +317,13 @@ def test_the_stream_keys_a_request_without_a_valid_protocol_as_the_report_does(
     """Issue 54 item 6, in the stream: its not-found and static-file panels (the store's live
     view of ``traffic_by_panel``), summed over the NASA day, are the report's items, the
     request ``-`` among them, on the live path and through the Spark steps."""
-    import dataclasses
     import sqlite3
 
-    from tests.pipeline.helpers import config, nasa_lines, write_chunks
-
-    from logstream.pipeline import Pipeline
+    from tests.pipeline.helpers import config, nasa_lines, pipeline_for, run_to_end, write_chunks
 
     write_chunks(nasa_lines(nasa_day), tmp_path / "in", per_file=18_000)
     cfg = config(tmp_path, tmp_path / "in", queries="traffic_by_panel", store_retention="30 days")
-    pipeline = Pipeline(spark, cfg)
-    if path == "spark":
-        pipeline.ingest.settings = dataclasses.replace(pipeline.ingest.settings, driver_rows=0)
-    try:
-        pipeline.run()
-    finally:
-        pipeline.stop()
+    pipeline = run_to_end(pipeline_for(spark, cfg, spark_steps=path == "spark"))
     assert pipeline.ingest.paths[path] == 2
     with sqlite3.connect(cfg.store_path) as store:
         rows = store.execute(

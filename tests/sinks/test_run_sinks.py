@@ -25,7 +25,7 @@ from logstream.sinks.route import DEFAULT_SINK_OUTPUTS
 from logstream.sinks.webhook import json_safe
 from logstream.sources.stream import KAFKA_PACKAGE
 from tests.conftest import NASA_JUL_2000, data_file
-from tests.pipeline.helpers import config, nasa_lines, write_chunks
+from tests.pipeline.helpers import config, nasa_lines, run_to_end, write_chunks
 from tests.sinks.hook_server import HookServer
 
 #: The outputs computed (fewer views, a faster run); alerts on the 23 minutes of the file: a
@@ -61,10 +61,7 @@ def parquet_run(spark, chunks, tmp_path_factory):
         first = Pipeline(spark, cfg)
         first.ingest.step_hook = crash
         with pytest.raises(Exception, match="Crash"):
-            try:
-                first.run()
-            finally:
-                first.stop()
+            run_to_end(first)
         sent_before_restart = len(server.accepted)
         cli_run(chunks, tmp, "parquet", "--sink", server.url)  # the restart, from the CLI
         accepted = list(server.accepted)
