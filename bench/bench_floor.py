@@ -24,7 +24,20 @@ after the other:
 6. ``parse_agg``: the events (:func:`logstream.parsing.parser.events`) plus one aggregation
    into 1-minute panes (requests, bytes and errors per minute and status class): the
    smallest analytics a report needs;
-7. ``parse_write``: the events written as the ``events/`` Parquet output, nothing else.
+7. ``parse_write``: the events written as the ``events/`` Parquet output, nothing else;
+8. ``outputs`` (only with ``--design-floor``, kept as ``--run design``): another design's
+   floor for the backfill, which asks whether *any* Spark program could write its default
+   outputs within 2.0× ``parse_write``: the events cached and written, then each default
+   output as the most direct DataFrame query computes it, into Parquet, with no state, no
+   store and no reference joins (:func:`design_outputs`: traffic per minute; the top 10
+   content pages per 5-minute window sliding every minute; an HLL sketch of the hosts per
+   minute; sessions with a 30-minute gap and their statistics per hour; the top 10 clients per
+   5 minutes with their bot features; each minute against the mean and deviation of the hour
+   before, by a window function; traffic per section and per user agent; the NASA log's
+   GoAccess panels per minute with the pipeline's own panel columns, GeoIP included; the
+   visitors per day). It is a lower bound of the work, not the same work: logstream also
+   keeps the open windows' state, fills the serving store and scores alerts with a robust
+   detector. The step prints each output's seconds.
 
 ``--logstream-rows`` adds rows of ``bench_vs_goaccess.py`` to the same run, so logstream's
 ratios and the floor's are measured together: ``batch`` (``logstream batch DIR --json``),
@@ -41,19 +54,25 @@ Usage::
     python bench/bench_floor.py [--days 31] [--repeat 1] [--out FILE]
         [--logstream-rows batch,backfill_ingest,backfill_full]
     python bench/bench_floor.py --days 1 --repeat 3 --logstream-rows batch   # run 1d
+    python bench/bench_floor.py --run design --design-floor --repeat 2 \
+        --logstream-rows backfill_ingest,backfill_full
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import harness
 
 STEPS = ("python", "session", "read", "parse", "parse_agg", "parse_write")
+#: The step of ``--design-floor``: another design's floor for the backfill's outputs.
+DESIGN_STEP = "outputs"
 #: Rows of ``bench_vs_goaccess.py`` that ``--logstream-rows`` adds to the run.
 LOGSTREAM_ROWS = ("batch", "backfill_ingest", "backfill_full")
 #: The scale targets (#40's, the ingest-only bound tightened by #59): (row, floor step, largest
@@ -134,8 +153,104 @@ def run_step(step: str, folder: Path, out: Path) -> None:
             panes.write.mode("overwrite").parquet(str(out / "panes"))
         elif step == "parse_write":
             events(parsed).write.mode("overwrite").parquet(str(out / "events"))
+        elif step == DESIGN_STEP:
+            print(json.dumps(design_outputs(events(parsed), out)))
     finally:
         spark.stop()
+
+
+#: The GoAccess panels of the default backfill that a Common Log Format line has.
+NASA_PANELS = ("requests", "static_requests", "not_found", "hosts", "remote_user", "geolocation")
+
+
+def design_outputs(ev, out: Path) -> dict[str, float]:
+    """The ``outputs`` step: the events ``ev`` (cached here) written, then every default output
+    of the backfill as the most direct DataFrame query computes it, each into Parquet under
+    ``out``; returns each write's seconds (the events' with the parse and cache)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from logstream.analytics.pages import ROBOTS_TXT, is_content_page, is_static_asset
+    from logstream.analytics.panes import DAILY_VIEW, PANEL_VIEWS
+    from logstream.analytics.sessions import session_stats_per_window, sessions
+    from logstream.analytics.traffic import traffic_per_window
+    from logstream.pipeline.ingest.panels import panel_columns
+
+    ev = ev.persist(StorageLevel.MEMORY_AND_DISK)
+    minute = F.window("event_time", "1 minute").alias("window")
+    five = F.window("event_time", "5 minutes").alias("window")
+
+    seconds: dict[str, float] = {}
+
+    def write(name, frame):
+        t0 = time.perf_counter()
+        frame.write.mode("overwrite").parquet(str(out / name))
+        seconds[name] = round(time.perf_counter() - t0, 2)
+
+    def top(frame, n=10, by="requests"):
+        rank = Window.partitionBy("window").orderBy(F.desc(by))
+        return frame.withColumn("rank", F.row_number().over(rank)).where(F.col("rank") <= n)
+
+    def traffic(*keys):
+        status = F.col("status")
+        return ev.groupBy(minute, *keys).agg(
+            F.count("*").alias("requests"),
+            F.sum("bytes_sent").alias("bytes"),
+            *(F.count_if(F.floor(status / 100) == c).alias(f"status_{c}xx") for c in range(1, 6)),
+            F.count_if(status >= 400).alias("errors"),
+        )
+
+    write("events", ev)
+    write("traffic_per_minute", traffic_per_window(ev, "1 minute"))
+    pages = ev.where(is_content_page()).groupBy(
+        F.window("event_time", "5 minutes", "1 minute").alias("window"), "url_path"
+    )
+    write("trending_pages", top(pages.agg(F.count("*").alias("requests"))))
+    visitors = ev.groupBy(minute).agg(F.hll_sketch_agg("client_host", 12).alias("sketch"))
+    write("unique_visitors", visitors.withColumn("visitors", F.hll_sketch_estimate("sketch")))
+    write("sessions", session_stats_per_window(sessions(ev, "30 minutes"), "1 hour"))
+    clients = ev.groupBy(five, "client_host").agg(
+        F.count("*").alias("requests"),
+        F.sum("bytes_sent").alias("bytes"),
+        F.count_if(F.col("status") >= 400).alias("errors"),
+        F.count_if(is_static_asset()).alias("static_requests"),
+        F.count_if(F.col("url_path") == ROBOTS_TXT).alias("robots_requests"),
+        F.count_distinct("url_path").alias("pages"),
+    )
+    write("top_clients", top(clients))
+    series = ev.groupBy(F.date_trunc("minute", "event_time").alias("minute")).agg(
+        F.count("*").alias("requests"), F.count_if(F.col("status") >= 500).alias("server")
+    )
+    hour = Window.orderBy("minute").rowsBetween(-60, -1)
+    scored = series.select(
+        "*",
+        F.avg("requests").over(hour).alias("mean"),
+        F.stddev("requests").over(hour).alias("sd"),
+    )
+    write("alerts", scored.where(F.col("requests") > F.col("mean") + 5 * F.col("sd")))
+    section = F.coalesce(F.split(F.col("url_path"), "/")[1], F.lit("")).alias("section")
+    write("traffic_by_section", traffic(section))
+    write("traffic_by_agent", traffic(F.coalesce("user_agent", F.lit("unknown")).alias("agent")))
+    panelled = panel_columns(ev, (*NASA_PANELS, DAILY_VIEW), {}, protocol_required=True)
+    rows = F.explode(
+        F.array(
+            *(
+                F.struct(F.lit(v).alias("view"), F.col(PANEL_VIEWS[v]).alias("key"))
+                for v in NASA_PANELS
+            )
+        )
+    ).alias("p")
+    per_panel = (
+        panelled.select(minute, rows)
+        .where(F.col("p.key").isNotNull())
+        .groupBy("window", "p.view", "p.key")
+        .agg(F.count("*").alias("requests"))
+    )
+    write("traffic_by_panel", per_panel)
+    daily = panelled.groupBy(F.window("event_time", "1 day").alias("window"), "p_visitor")
+    write("visitors_daily", daily.agg(F.count("*").alias("requests")))
+    return seconds
 
 
 def timed_step(step: str, folder: Path) -> float:
@@ -162,7 +277,13 @@ def main() -> None:
         help="also time these logstream commands in the same run, comma-separated: "
         f"{', '.join(LOGSTREAM_ROWS)}",
     )
-    ap.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--design-floor",
+        action="store_true",
+        help=f"also time the {DESIGN_STEP!r} step: every default output of the backfill as plain "
+        "batch queries (use with --run design)",
+    )
+    ap.add_argument("--step", choices=(*STEPS, DESIGN_STEP), help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--step-out", dest="step_out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -177,7 +298,7 @@ def main() -> None:
     runs: dict[str, list[float]] = {"goaccess": []}
     for _ in range(args.repeat):
         runs["goaccess"].append(harness.goaccess_seconds(files))
-        for step in STEPS:
+        for step in (*STEPS, DESIGN_STEP) if args.design_floor else STEPS:
             runs.setdefault(step, []).append(timed_step(step, files[0].parent))
         for row in rows_asked:  # as bench_vs_goaccess.py runs them
             runs.setdefault(row, []).append(time_logstream(row, files))
