@@ -32,12 +32,13 @@ after the other:
    store and no reference joins (:func:`design_outputs`: traffic per minute; the top 10
    content pages per 5-minute window sliding every minute; an HLL sketch of the hosts per
    minute; sessions with a 30-minute gap and their statistics per hour; the top 10 clients per
-   5 minutes with their bot features; each minute against the mean and deviation of the hour
-   before, by a window function; traffic per section and per user agent; the NASA log's
-   GoAccess panels per minute with the pipeline's own panel columns, GeoIP included; the
-   visitors per day). It is a lower bound of the work, not the same work: logstream also
-   keeps the open windows' state, fills the serving store and scores alerts with a robust
-   detector. The step prints each output's seconds.
+   5 minutes with their bot features; each minute of the site's series and of each content
+   page's against the mean and deviation of its hour before, by a window function; traffic
+   per section and per user agent; the NASA log's GoAccess panels per minute with the
+   pipeline's own panel columns, GeoIP included; the visitors per day). It is a lower bound
+   of the work, not the same work: logstream also keeps the open windows' state, fills the
+   serving store and scores alerts with a robust detector. The step prints each output's
+   seconds.
 
 ``--logstream-rows`` adds rows of ``bench_vs_goaccess.py`` to the same run, so logstream's
 ratios and the floor's are measured together: ``batch`` (``logstream batch DIR --json``),
@@ -219,10 +220,19 @@ def design_outputs(ev, out: Path) -> dict[str, float]:
         F.count_distinct("url_path").alias("pages"),
     )
     write("top_clients", top(clients))
-    series = ev.groupBy(F.date_trunc("minute", "event_time").alias("minute")).agg(
-        F.count("*").alias("requests"), F.count_if(F.col("status") >= 500).alias("server")
+    # the detector's series: the site's and each content page's, per minute
+    page = F.when(is_content_page(), F.col("url_path"))
+    series = (
+        ev.select(
+            F.date_trunc("minute", "event_time").alias("minute"),
+            F.explode(F.array(F.lit(""), page)).alias("series"),
+            "status",
+        )
+        .where(F.col("series").isNotNull())
+        .groupBy("series", "minute")
+        .agg(F.count("*").alias("requests"), F.count_if(F.col("status") >= 500).alias("server"))
     )
-    hour = Window.orderBy("minute").rowsBetween(-60, -1)
+    hour = Window.partitionBy("series").orderBy("minute").rowsBetween(-60, -1)
     scored = series.select(
         "*",
         F.avg("requests").over(hour).alias("mean"),
