@@ -7,9 +7,13 @@ import shutil
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import PARQUET_OUTPUTS, config, nasa_lines, run_to_end, write_chunks
+from tests.pipeline.helpers import (
+    PARQUET_OUTPUTS,
+    nasa_lines,
+    run_pipeline,
+    write_chunks,
+)
 
-from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
 from logstream.sources import LINE_KEY, drop_duplicate_lines
 
@@ -29,9 +33,7 @@ def run(spark, tmp, lines, retries):
         copy = tmp / "in" / f"retry-of-{paths[index].name}"
         shutil.copy(paths[index], copy)
         os.utime(copy, (mtime, mtime))
-    pipeline = Pipeline(spark, config(tmp, tmp / "in", max_files_per_trigger=2, dedup=True))
-    run_to_end(pipeline)
-    return pipeline
+    return run_pipeline(spark, tmp, tmp / "in", max_files_per_trigger=2, dedup=True)
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, run_to_end, write_chunks
+from tests.pipeline.helpers import run_pipeline, write_chunks
 
 from logstream.parsing import compile_format, events, parse
-from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
 
 
@@ -42,9 +41,7 @@ def late_run(spark, tmp_path_factory):
     for i, batch in enumerate(BATCHES):
         write_chunks(batch, tmp / "in", per_file=len(batch), start_mtime=2_000_000 + 10 * i)
         (tmp / "in" / "chunk-0000.log").rename(tmp / "in" / f"b{i}.log")
-    pipeline = Pipeline(spark, config(tmp, tmp / "in"))
-    run_to_end(pipeline)
-    return tmp, pipeline
+    return tmp, run_pipeline(spark, tmp, tmp / "in")
 
 
 def test_late_events_land_in_late_events_with_the_watermark_they_missed(spark, late_run):

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, nasa_lines, run_to_end, write_chunks
+from tests.pipeline.helpers import nasa_lines, run_pipeline, write_chunks
 
 from logstream.dashboard.data import read_snapshot
-from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
 
 #: Outputs with a window_start column, and the column that says where their windows start.
@@ -24,9 +23,7 @@ WINDOWED = {
 
 
 def run(spark, tmp, queries, inputs="in"):
-    pipeline = Pipeline(spark, config(tmp, tmp / inputs, queries=queries))
-    run_to_end(pipeline)
-    return pipeline
+    return run_pipeline(spark, tmp, tmp / inputs, queries=queries)
 
 
 def rows(spark, pipeline, name):

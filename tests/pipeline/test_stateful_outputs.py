@@ -7,11 +7,10 @@ from datetime import datetime, timedelta
 
 import pytest
 from pyspark.sql import functions as F
-from tests.pipeline.helpers import config, run_to_end, write_chunks
+from tests.pipeline.helpers import run_pipeline, write_chunks
 
 from logstream.dashboard.data import read_snapshot
 from logstream.generate import FlashCrowd, TrafficConfig, TrafficGenerator
-from logstream.pipeline import Pipeline
 from logstream.serving import ServingStore
 
 CROWD_START_S = 3 * 3600 + 20
@@ -29,8 +28,7 @@ def crowd_run(spark, tmp_path_factory):
     )
     gen = TrafficGenerator(traffic)
     write_chunks([line.text for line in gen], tmp / "in", per_file=8000)
-    pipeline = Pipeline(spark, config(tmp, tmp / "in", log_format="combined"))
-    run_to_end(pipeline)
+    pipeline = run_pipeline(spark, tmp, tmp / "in", log_format="combined")
     return pipeline, gen.flash_pages[0], traffic.start + timedelta(seconds=CROWD_START_S)
 
 

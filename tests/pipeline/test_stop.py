@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.errors import StreamingQueryException
-from tests.pipeline.helpers import config, nasa_lines, run_to_end, write_chunks
+from tests.pipeline.helpers import config, nasa_lines, run_pipeline, run_to_end, write_chunks
 
 from logstream.pipeline import Pipeline
 from logstream.pipeline.run import _last_ran
@@ -73,8 +73,7 @@ def run_in_thread(pipeline: Pipeline) -> tuple[threading.Thread, list[BaseExcept
 
 
 def restart_to_the_end(spark, tmp: Path, chunks: Path) -> None:
-    pipeline = Pipeline(spark, config(tmp, chunks, queries="none"))
-    run_to_end(pipeline)
+    run_pipeline(spark, tmp, chunks, queries="none")
     store = assert_outputs_agree_with_the_store(spark, tmp)
     assert store.counters() == {
         "events": 3 * PER_FILE,
