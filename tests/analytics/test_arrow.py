@@ -84,9 +84,12 @@ def _pane_rows(rows) -> Counter:
     )
 
 
-def test_the_arrow_fold_equals_spark_fold_panes_on_the_nasa_day(spark, nasa_events):
+@pytest.mark.parametrize("older_batch", [False, True], ids=["in-order", "older-batch"])
+def test_the_arrow_fold_equals_spark_fold_panes_on_the_nasa_day(spark, nasa_events, older_batch):
     spec = PaneSpec(views=VIEWS)
     first, rest = _halves(nasa_events)
+    if older_batch:  # open panes of the later half: most of the batch's pass the merge by
+        first, rest = rest, first
     # Spark: the first half's panes, then the second half folded into them
     open_panes = fold_panes(None, first, spec, True).drop("touched")
     expected = fold_panes(open_panes, rest, spec, True)

@@ -252,7 +252,8 @@ def merge_panes(open_panes: pa.Table, batch: pa.Table, views: Sequence[str]) -> 
         :data:`~logstream.analytics.panes.PANE_SCHEMA` rows (``touched`` is added, false); a
         view not in ``views`` is dropped (an output turned off).
     batch : pyarrow.Table
-        :data:`ARROW_PANE_SCHEMA` rows of this micro-batch.
+        :data:`ARROW_PANE_SCHEMA` rows of this micro-batch, one per ``(view, key, start_ms)``
+        (:func:`fold_events`).
     views : sequence of str
         The views computed.
 
@@ -266,9 +267,19 @@ def merge_panes(open_panes: pa.Table, batch: pa.Table, views: Sequence[str]) -> 
     kept = kept.select(list(PANE_SCHEMA.fieldNames())).append_column(
         "touched", pa.array(np.zeros(kept.num_rows, dtype=bool))
     )
-    both = pa.concat_tables([kept.cast(ARROW_PANE_SCHEMA), batch.cast(ARROW_PANE_SCHEMA)])
+    batch = batch.cast(ARROW_PANE_SCHEMA)
+    # A batch's panes are distinct by (view, key, start): only those that may meet an open
+    # pane (as new as the oldest open one) are grouped; a backfill's older ones pass through.
+    apart = None
+    if kept.num_rows:
+        meets = pc.greater_equal(batch["start_ms"], pc.min(kept["start_ms"]))
+        apart = batch.filter(pc.invert(meets))
+        batch = batch.filter(meets)
+    elif batch.num_rows:
+        return batch
+    both = pa.concat_tables([kept.cast(ARROW_PANE_SCHEMA), batch])
     if not both.num_rows:
-        return both
+        return both if apart is None else apart
     sketched = pc.is_in(both["view"], pa.array(list(SKETCH_VIEWS), pa.string()))
     counted = both.filter(pc.invert(sketched))
     out = []
@@ -301,6 +312,8 @@ def merge_panes(open_panes: pa.Table, batch: pa.Table, views: Sequence[str]) -> 
     sketches = both.filter(sketched)
     if sketches.num_rows:
         out.append(_merge_sketches(sketches))
+    if apart is not None and apart.num_rows:
+        out.append(apart)
     return pa.concat_tables(out)
 
 
