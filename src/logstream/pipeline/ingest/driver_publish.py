@@ -38,6 +38,7 @@ from logstream.analytics.arrow.sessions import (
     split_closed,
 )
 from logstream.analytics.arrow.sketches import kll_merge
+from logstream.analytics.panes import DAILY_VIEW, PANEL_VIEWS
 from logstream.parsing import REASON_COLUMN
 from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, iso_ms
 from logstream.pipeline.ingest.watermark import FUTURE_REASON
@@ -253,25 +254,31 @@ def publish_windows(
         with stage._timed("windows"):
             stage.publish.publish_table(rows, out / output, batch_id, stage._spark)
 
-    def complete(output: str, table: pa.Table = finals) -> pa.Table:
-        return table.filter(pa.array(complete_mask(stage, output, table["start_ms"])))
+    def complete(output: str, *views: str, table: pa.Table = finals) -> pa.Table:
+        """The complete windows of ``views`` (all of ``table``'s without): one filter, so
+        that a backfill's finals (every view's panes) are not copied once an output."""
+        keep = complete_mask(stage, output, table["start_ms"])
+        if views:
+            keep &= of_views(table, *views)
+        return table.filter(pa.array(keep))
 
     if "traffic_per_minute" in s.outputs:
-        publish(traffic_rows(complete("traffic_per_minute")), "traffic_per_minute")
+        publish(traffic_rows(complete("traffic_per_minute", "traffic")), "traffic_per_minute")
     if "unique_visitors" in s.outputs:
-        publish(visitor_rows(complete("unique_visitors")), "unique_visitors")
+        publish(visitor_rows(complete("unique_visitors", "visitors")), "unique_visitors")
     if windows is not None:
         final = windows.filter(
             pa.array(newly_final(windows["end_ms"], prev.final_until_ms, next_watermark))
         )
-        publish(trending_rows(complete("trending_pages", final)), "trending_pages")
+        publish(trending_rows(complete("trending_pages", table=final)), "trending_pages")
     for output, view in DIMENSION_OUTPUTS.items():
         if output in s.outputs:
-            publish(dimension_rows(complete(output), view), output)
+            publish(dimension_rows(complete(output, view), view), output)
     if "traffic_by_panel" in s.outputs:
-        publish(panel_rows(complete("traffic_by_panel")), "traffic_by_panel")
+        panels = complete("traffic_by_panel", *PANEL_VIEWS, DAILY_VIEW)
+        publish(panel_rows(panels), "traffic_by_panel")
     if "top_clients" in s.outputs:
-        publish(top_client_rows(complete("top_clients"), s.top), "top_clients")
+        publish(top_client_rows(complete("top_clients", "clients"), s.top), "top_clients")
 
 
 def score_alerts(
