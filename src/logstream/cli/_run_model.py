@@ -33,6 +33,10 @@ PIPELINE_FIELDS: dict[str, tuple[object, str]] = {
         "10 minutes",
         "Processing time in which a re-sent line is recognised.",
     ),
+    "driver_rows": (
+        None,
+        "Lines the driver path takes.",
+    ),
     "filter": (
         None,
         "Keep events where this Spark SQL holds (AND).",

@@ -291,6 +291,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         metavar="N",
         field="max_files_per_trigger",
     ),
+    _option("driver_rows", int | None, "--driver-rows", STATE, metavar="N", field="driver_rows"),
     _option(
         "sink",
         list[str] | None,

@@ -163,9 +163,8 @@ class PipelineConfig(BaseModel):
         Root of the checkpoints, one sub-directory per query.
     store : str, optional
         Serving store URL, ``sqlite:///PATH`` or ``postgresql://USER@HOST:PORT/DBNAME``
-        (``docs/serving.md``); default ``OUTPUT_DIR/logstream.db``, so two
-        runs with different output directories never share a store by accident. A store
-        belongs to the checkpoint that fed it (:mod:`logstream.pipeline.identity`).
+        (``docs/serving.md``); default ``OUTPUT_DIR/logstream.db``. A store belongs to the
+        checkpoint that fed it (:mod:`logstream.pipeline.identity`).
     watermark : str
         Event-time delay after which a window is final and an older event is late
         (default ``10 minutes``).
@@ -192,10 +191,11 @@ class PipelineConfig(BaseModel):
         event (default ``2 hours``); older windows are pruned there (the Parquet output keeps
         them all). Traffic and visitor rows are kept whole (one row per window).
     trigger : str
-        ``available-now`` (process what exists, then stop) or a processing-time interval
-        such as ``5 seconds``.
+        ``available-now`` (what exists, then stop) or an interval such as ``5 seconds``.
     max_files_per_trigger : int, optional
         Input files per micro-batch of the directory source.
+    driver_rows : int, optional
+        Lines a micro-batch on the driver may have (0: none; default: by memory).
     sink : {"parquet", "console"}
         ``parquet`` runs the full pipeline; ``console`` prints trending pages per
         micro-batch for exploration (no outputs, no store).
@@ -339,6 +339,7 @@ class PipelineConfig(BaseModel):
     max_files_per_trigger: int | None = Field(
         default=None, ge=1, description="With --input-dir: files per micro-batch at most."
     )
+    driver_rows: int | None = Field(default=None, ge=0, description="Lines the driver path takes.")
     sink: Literal["parquet", "console"] = "parquet"
     dedup: bool = Field(default=False, description="Count a line delivered again once.")
     strict: bool = Field(

@@ -59,7 +59,7 @@ from logstream.pipeline.ingest import (
     IngestTotals,
 )
 from logstream.pipeline.ingest.driver import warm_up
-from logstream.pipeline.ingest.settings import stream_panels
+from logstream.pipeline.ingest.settings import DRIVER_ROWS, local_driver_rows, stream_panels
 from logstream.pipeline.remote import ConnectIngest, ingest_stage, ledger_totals
 from logstream.replay import open_log
 from logstream.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
@@ -284,6 +284,7 @@ class Pipeline:
             static_extensions=cfg.static_ext,
             site_host=cfg.site_host,
             protocol_required="protocol" in self.fmt.fields,
+            driver_rows=self._driver_rows(),
         )
         self.settings = settings
         self._ledger_start = ledger_totals(self.store) if is_connect(self.spark) else None
@@ -314,6 +315,18 @@ class Pipeline:
         from logstream.ml.model import load_model
 
         return BotScorer(*load_model(self.cfg.bot_model, KIND))
+
+    def _driver_rows(self) -> int:
+        """The micro-batches delivered on the driver: up to :func:`local_driver_rows` lines
+        where this process is the whole of Spark (a local master) and outputs are computed,
+        so that a backfill's micro-batch takes the driver path; else the live bound (an
+        ingest-only micro-batch past it is written by one Spark job, ``one_pass``)."""
+        if self.cfg.driver_rows is not None:
+            return self.cfg.driver_rows
+        if not self.outputs or is_connect(self.spark):
+            return DRIVER_ROWS
+        local = self.spark.sparkContext.master.startswith("local")
+        return local_driver_rows() if local else DRIVER_ROWS
 
     def _trigger(self, writer: Any) -> Any:
         if self.cfg.trigger == "available-now":

@@ -36,6 +36,7 @@ micro-batch.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,8 @@ if TYPE_CHECKING:
     from logstream.pipeline.ingest.settings import AnalyticsSettings
 
 __all__ = ["DriverParts", "batch_rows", "deliver_on_driver", "driver_eligible", "warm_up"]
+
+log = logging.getLogger(__name__)
 
 #: The measures of a live view's row, in the store's order.
 _LIVE_MEASURES = ("requests", "bytes", *(f"status_{c}xx" for c in "12345"), "errors")
@@ -163,7 +166,9 @@ def batch_rows(stage: StageContext, parsed: DataFrame) -> pa.Table | None:
     ``driver_rows`` lines (then nothing is kept: the Spark steps deliver it).
 
     One Spark job. A plan with a stateful operator (``--dedup``) runs whole first (every
-    state partition must commit the batch), then is read from its cache.
+    state partition must commit the batch), then is read from its cache. Rows past Spark's
+    ``spark.driver.maxResultSize`` also return None (the job fails before anything is
+    written).
 
     Returns
     -------
@@ -190,7 +195,13 @@ def batch_rows(stage: StageContext, parsed: DataFrame) -> pa.Table | None:
             if parsed.count() > limit:
                 return None
             return parsed.select(*columns).toArrow()
-        rows = parsed.select(*columns).limit(limit + 1).toArrow()
+        try:
+            rows = parsed.select(*columns).limit(limit + 1).toArrow()
+        except Exception as error:  # a source without files, lines larger than thought
+            if "maxResultSize" not in str(error):
+                raise
+            log.info("micro-batch past spark.driver.maxResultSize: the Spark steps deliver it")
+            return None
     return None if rows.num_rows > limit else rows
 
 

@@ -10,6 +10,7 @@ progress line. The constants name the query, its outputs and the parts of its st
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # pyspark.ml (and pandas) load only with a bot model
 __all__ = [
     "DIMENSION_OUTPUTS",
     "DRIVER_ROWS",
+    "DRIVER_TEXT_BYTES",
     "INGEST_QUERY",
     "OUTPUTS",
     "SINGLE_PARTITION_ROWS",
@@ -43,6 +45,7 @@ __all__ = [
     "iso",
     "iso_ms",
     "iso_ms_col",
+    "local_driver_rows",
     "stream_panels",
 ]
 
@@ -98,8 +101,46 @@ def stream_panels(disabled: Iterable[str], fields: Iterable[str]) -> tuple[str, 
 
 #: Default of :attr:`AnalyticsSettings.single_partition_rows`.
 SINGLE_PARTITION_ROWS = 50_000
-#: Default of :attr:`AnalyticsSettings.driver_rows`.
+#: Default of :attr:`AnalyticsSettings.driver_rows`: a live micro-batch's bound, and the
+#: bound wherever the driver is not the whole machine (a cluster, Spark Connect).
 DRIVER_ROWS = 200_000
+#: A micro-batch on the driver path peaks at about this many bytes a line on the driver
+#: (Python's resident memory: 2.9 GB for 31 NASA days, 1,093,432 lines, in one micro-batch;
+#: docs/performance.md).
+DRIVER_BYTES_PER_LINE = 3_000
+#: The most lines :func:`local_driver_rows` gives.
+LOCAL_DRIVER_ROWS = 2_000_000
+#: A micro-batch whose files hold more text than this (bytes; a compressed file counted ten
+#: times) takes the Spark steps: its Arrow rows (3.4 times the text on the NASA log) stay
+#: below Spark's ``spark.driver.maxResultSize`` (1 GiB by default).
+DRIVER_TEXT_BYTES = 200_000_000
+
+
+def local_driver_rows(memory_bytes: int | None = None) -> int:
+    """:attr:`AnalyticsSettings.driver_rows` where one process is the driver and the
+    executors (a local master) and the run computes outputs: the lines whose peak
+    (:data:`DRIVER_BYTES_PER_LINE`) fits a sixth of the machine's memory, at least
+    :data:`DRIVER_ROWS` and at most :data:`LOCAL_DRIVER_ROWS`. A backfill's micro-batch of
+    that size is delivered on the driver in about half the Spark steps' time
+    (docs/performance.md, *Scale*).
+
+    Parameters
+    ----------
+    memory_bytes : int, optional
+        The machine's physical memory (default: ``os.sysconf``'s).
+
+    Examples
+    --------
+    >>> local_driver_rows(24 * 2**30)
+    1431655
+    >>> local_driver_rows(4 * 2**30)
+    238609
+    >>> local_driver_rows(2**30), local_driver_rows(2**40)
+    (200000, 2000000)
+    """
+    if memory_bytes is None:
+        memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(DRIVER_ROWS, min(LOCAL_DRIVER_ROWS, memory_bytes // 6 // DRIVER_BYTES_PER_LINE))
 
 
 def iso_ms(epoch_ms: int) -> str:
@@ -154,7 +195,9 @@ class AnalyticsSettings:
         A micro-batch of at most this many lines is delivered on the driver: parsed and
         classified in one Spark job, collected as Arrow, folded with Arrow
         (:mod:`logstream.pipeline.ingest.driver`, the live path). Larger ones go through the
-        Spark steps. 0: never. It bounds what a micro-batch collects to the driver.
+        Spark steps. 0: never. It bounds what a micro-batch collects to the driver;
+        ``logstream run`` sets :func:`local_driver_rows` on a local master when the run
+        computes outputs (a backfill's micro-batches then take the driver path too).
     panels : tuple of str
         GoAccess's panels counted by ``traffic_by_panel`` (:data:`STREAM_PANELS`).
     static_extensions : tuple of str

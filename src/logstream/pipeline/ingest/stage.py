@@ -32,6 +32,7 @@ from logstream.pipeline.ingest.publish import (
     events_task,
     run_concurrently,
 )
+from logstream.pipeline.ingest.settings import DRIVER_TEXT_BYTES
 from logstream.pipeline.ingest.watermark import Split, is_quarantined, split_batch
 from logstream.pipeline.state import SnapshotMeta
 from logstream.serving import IngestBatchWrite
@@ -184,7 +185,8 @@ class IngestStage(StageContext):
         micro-batch, 2 cores: 10.8 s of executor time): the newlines of local files on the
         driver (:func:`~logstream.sources.files.lines_at_most`, stopping past
         ``driver_rows``), else a Spark count, a pass that reads but parses nothing (the
-        first job of a cold JVM: 4.0 s of a 31-day backfill)."""
+        first job of a cold JVM: 4.0 s of a 31-day backfill). Files of more than
+        :data:`~.settings.DRIVER_TEXT_BYTES` of text never fit."""
         if self.checkpoint is None:
             return True
         files = files_of_batch(self.checkpoint, batch_id) or []
@@ -194,6 +196,8 @@ class IngestStage(StageContext):
                 size += Path(name).stat().st_size * (10 if name.endswith(".gz") else 1)
             except OSError:
                 continue
+        if size > DRIVER_TEXT_BYTES:  # its Arrow rows could pass spark.driver.maxResultSize
+            return False
         if size <= self.settings.driver_rows * 100:
             return True
         fits = lines_at_most(files, self.settings.driver_rows)  # the files' newlines, here
