@@ -230,3 +230,25 @@ def test_sessions_merge_and_close_as_spark_does(spark, nasa_events):
     want = Counter(tuple(r.values()) for r in closed.toArrow().to_pylist())
     mine = Counter(tuple(r.values()) for r in closed_rows(got_closed).to_pylist())
     assert mine == want and sum(want.values()) > 300
+
+
+@pytest.mark.parametrize("log", ["nasa_day", "combined_log"])
+def test_the_panel_keys_made_on_the_driver_equal_the_spark_columns(spark, request, log):
+    from logstream.analytics.panes import DAILY_VIEW, PANEL_VIEWS
+    from logstream.pipeline.ingest.driver import _ON_DRIVER, _driver_items
+    from logstream.pipeline.ingest.panels import _item_columns
+
+    fmt = "common" if log == "nasa_day" else "combined"
+    parsed = parse(read_lines(spark, [request.getfixturevalue(log)]), compile_format(fmt))
+    views = tuple(_ON_DRIVER)
+    spark_items = _item_columns(views, (), None, True)
+    both = parsed.select("*", *(c.alias(f"spark_{n}") for n, c in spark_items.items()))
+    rows = _driver_items(both.toArrow(), views)
+    for view in views:
+        name = PANEL_VIEWS.get(view, "p_visitor")
+        assert rows[name].to_pylist() == rows[f"spark_{name}"].to_pylist(), view
+    visitors = rows["p_visitor"].to_pylist()
+    assert "" in visitors and any("\n" in v for v in visitors)  # 4xx lines, and the rest
+    if log == "combined_log":
+        assert any(not v.endswith("\n-") for v in visitors if v)  # real user agents
+    assert DAILY_VIEW in views

@@ -142,7 +142,7 @@ def _projection(
 ) -> tuple[Column, ...]:
     """:func:`batch_rows`' columns (built once: a Column costs Py4J round trips)."""
     items = _item_columns(
-        tuple(v for v in (*PANEL_VIEWS, DAILY_VIEW) if v in views),
+        tuple(v for v in (*PANEL_VIEWS, DAILY_VIEW) if v in views and v not in _ON_DRIVER),
         static_extensions,
         site_host,
         protocol_required,
@@ -159,6 +159,39 @@ def _projection(
     if default_section:
         columns.append(first_segment(F.col("url_path")).alias("section"))
     return tuple(columns)
+
+
+#: Panel keys that are an event column, or made of them: made on the driver from the rows
+#: rather than sent by Spark a second time (a fifth of a backfill's Arrow bytes).
+_ON_DRIVER = {
+    "hosts": "client_host",
+    "remote_user": "user",
+    "virtual_hosts": "virtual_host",
+    DAILY_VIEW: None,
+}
+
+
+def _driver_items(rows: pa.Table, views: tuple[str, ...]) -> pa.Table:
+    """``rows`` with the panel keys of :data:`_ON_DRIVER`: the same values as
+    :func:`~logstream.pipeline.ingest.panels._item_columns`' Spark columns (the visitor
+    ``client_host + "\n" + user agent or "-"``, ``""`` for a 4xx status, as ``concat_ws``
+    makes it)."""
+    for view, column in _ON_DRIVER.items():
+        if view not in views:
+            continue
+        if column is not None:
+            rows = rows.append_column(PANEL_VIEWS[view], rows[column])
+            continue
+        agent = pc.fill_null(rows["user_agent"], "-")
+        visitor = pc.binary_join_element_wise(
+            rows["client_host"], agent, "\n", null_handling="skip"
+        )
+        status = rows["status"]
+        client_error = pc.fill_null(
+            pc.and_(pc.greater_equal(status, 400), pc.less_equal(status, 499)), False
+        )
+        rows = rows.append_column("p_visitor", pc.if_else(client_error, "", visitor))
+    return rows
 
 
 def batch_rows(stage: StageContext, parsed: DataFrame) -> pa.Table | None:
@@ -194,7 +227,7 @@ def batch_rows(stage: StageContext, parsed: DataFrame) -> pa.Table | None:
             stage._cached.append(parsed)
             if parsed.count() > limit:
                 return None
-            return parsed.select(*columns).toArrow()
+            return _driver_items(parsed.select(*columns).toArrow(), tuple(views))
         try:
             rows = parsed.select(*columns).limit(limit + 1).toArrow()
         except Exception as error:  # a source without files, lines larger than thought
@@ -202,7 +235,7 @@ def batch_rows(stage: StageContext, parsed: DataFrame) -> pa.Table | None:
                 raise
             log.info("micro-batch past spark.driver.maxResultSize: the Spark steps deliver it")
             return None
-    return None if rows.num_rows > limit else rows
+    return None if rows.num_rows > limit else _driver_items(rows, tuple(views))
 
 
 def _classified(stage: StageContext, rows: pa.Table, views: tuple[str, ...]) -> pa.Table:
