@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -71,6 +72,7 @@ from logstream.pipeline.ingest.driver_publish import (
     score_alerts,
 )
 from logstream.pipeline.ingest.panels import AGENT_PANELS, _item_columns
+from logstream.pipeline.ingest.publish import run_concurrently
 from logstream.pipeline.ingest.settings import DIMENSION_OUTPUTS, INGEST_QUERY, iso_ms
 from logstream.pipeline.ingest.skew import arrow_skew, warn_once
 from logstream.pipeline.ingest.watermark import (
@@ -391,25 +393,45 @@ def deliver_on_driver(
     )
     if next_watermark is not None:
         closes = s.closes_windows(prev.final_until_ms, next_watermark)
+        # the final windows, the detector's scoring and the sessions' merge on two threads:
+        # the detector is Python, the rest mostly Arrow and Parquet, which release the GIL
+        tasks: list[Callable[[], None]] = []
         if folded is not None:
             newly = newly_final(folded["end_ms"], prev.final_until_ms, next_watermark)
             finals = folded.filter(pa.array(newly))
+            if "alerts" in s.outputs:
+
+                def alerts() -> None:
+                    with stage._timed("alerts"):
+                        parts["series"] = score_alerts(
+                            stage,
+                            finals if closes else None,
+                            state["series"],
+                            next_watermark,
+                            write,
+                        )
+
+                tasks.append(alerts)
             if closes:
-                publish_windows(stage, finals, folded, windows, prev, next_watermark, write)
+                tasks.append(
+                    lambda: publish_windows(
+                        stage, finals, folded, windows, prev, next_watermark, write
+                    )
+                )
             keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
             end = folded["end_ms"].to_numpy()
             keep = (end > next_watermark) | (of_views(folded, "pages") & (end > keep_from))
             parts["panes"] = folded.filter(pa.array(keep)).drop(["touched"])
-            if "alerts" in s.outputs:
-                with stage._timed("alerts"):
-                    parts["series"] = score_alerts(
-                        stage, finals if closes else None, state["series"], next_watermark, write
-                    )
         if "sessions" in s.outputs:
-            with stage._timed("sessions"):
-                parts["sessions"] = close_sessions(
-                    stage, on_time, state["sessions"], next_watermark, write, closes
-                )
+
+            def sessions() -> None:
+                with stage._timed("sessions"):
+                    parts["sessions"] = close_sessions(
+                        stage, on_time, state["sessions"], next_watermark, write, closes
+                    )
+
+            tasks.append(sessions)
+        run_concurrently(tasks, 2, stage._spark)
         final_until = max(prev.final_until_ms or 0, next_watermark)
         meta = SnapshotMeta(batch_id, newest, final_until, list(s.outputs), since)
     stage._step("published_windows", batch_id)
