@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -150,6 +149,8 @@ class Enricher:
         key = (table.kind, table.digest)
         frames = self._frames.get(key)
         if frames is None:
+            import pandas as pd  # here: a run without reference tables does not load it
+
             names = {"networks": ("n", "o", "c"), "sections": ("p", "s")}[table.kind]
             types = {"n": "bigint", "o": "string", "c": "string", "p": "string", "s": "string"}
             # from pandas (Arrow): a LocalRelation, broadcast from the driver without a job
