@@ -398,14 +398,14 @@ def deliver_on_driver(
         tasks: list[Callable[[], None]] = []
         if folded is not None:
             newly = newly_final(folded["end_ms"], prev.final_until_ms, next_watermark)
-            finals = folded.filter(pa.array(newly))
             if "alerts" in s.outputs:
 
                 def alerts() -> None:
                     with stage._timed("alerts"):
                         parts["series"] = score_alerts(
                             stage,
-                            finals if closes else None,
+                            folded,
+                            newly if closes else None,
                             state["series"],
                             next_watermark,
                             write,
@@ -415,7 +415,7 @@ def deliver_on_driver(
             if closes:
                 tasks.append(
                     lambda: publish_windows(
-                        stage, finals, folded, windows, prev, next_watermark, write
+                        stage, folded, newly, windows, prev, next_watermark, write
                     )
                 )
             keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)

@@ -237,15 +237,16 @@ def conformed(table: pa.Table, name: str) -> pa.Table:
 
 def publish_windows(
     stage: StageContext,
-    finals: pa.Table,
     merged: pa.Table,
+    final: np.ndarray,
     windows: pa.Table | None,
     prev: SnapshotMeta,
     next_watermark: int,
     write: IngestBatchWrite,
 ) -> None:
     """The windows that became final, an output each (``publish_windows`` of the Spark
-    steps): each exactly once, in one micro-batch."""
+    steps): each exactly once, in one micro-batch. ``final`` marks the panes of ``merged``
+    final in this batch (:func:`newly_final`)."""
     s = stage.settings
     out = stage.output_dir
     batch_id = write.batch_id
@@ -254,23 +255,20 @@ def publish_windows(
         with stage._timed("windows"):
             stage.publish.publish_table(rows, out / output, batch_id, stage._spark)
 
-    def complete(output: str, *views: str, table: pa.Table = finals) -> pa.Table:
-        """The complete windows of ``views`` (all of ``table``'s without): one filter, so
-        that a backfill's finals (every view's panes) are not copied once an output."""
-        keep = complete_mask(stage, output, table["start_ms"])
-        if views:
-            keep &= of_views(table, *views)
-        return table.filter(pa.array(keep))
+    def complete(output: str, *views: str) -> pa.Table:
+        """The final and complete panes of ``views``: one filter, so that a backfill's
+        panes (every view's, almost all final) are not copied once more, or once an output."""
+        keep = final & complete_mask(stage, output, merged["start_ms"]) & of_views(merged, *views)
+        return merged.filter(pa.array(keep))
 
     if "traffic_per_minute" in s.outputs:
         publish(traffic_rows(complete("traffic_per_minute", "traffic")), "traffic_per_minute")
     if "unique_visitors" in s.outputs:
         publish(visitor_rows(complete("unique_visitors", "visitors")), "unique_visitors")
     if windows is not None:
-        final = windows.filter(
-            pa.array(newly_final(windows["end_ms"], prev.final_until_ms, next_watermark))
-        )
-        publish(trending_rows(complete("trending_pages", table=final)), "trending_pages")
+        keep = newly_final(windows["end_ms"], prev.final_until_ms, next_watermark)
+        keep &= complete_mask(stage, "trending_pages", windows["start_ms"])
+        publish(trending_rows(windows.filter(pa.array(keep))), "trending_pages")
     for output, view in DIMENSION_OUTPUTS.items():
         if output in s.outputs:
             publish(dimension_rows(complete(output, view), view), output)
@@ -283,20 +281,23 @@ def publish_windows(
 
 def score_alerts(
     stage: StageContext,
-    finals: pa.Table | None,
+    merged: pa.Table,
+    final: np.ndarray | None,
     state: pa.Table,
     next_watermark: int,
     write: IngestBatchWrite,
 ) -> pa.Table:
-    """The final minutes of the site and of each content page scored against the detectors'
-    state (:func:`logstream.analytics.alerts.score_minutes`' steps, on the driver); returns
-    the detectors' new state. ``finals`` None: the watermark passed no minute."""
-    if finals is None:
+    """The final minutes of the site and of each content page (the panes of ``merged`` that
+    ``final`` marks) scored against the detectors' state
+    (:func:`logstream.analytics.alerts.score_minutes`' steps, on the driver); returns the
+    detectors' new state. ``final`` None: the watermark passed no minute."""
+    if final is None:
         return state
-    minutes = finals.filter(
+    minutes = merged.filter(
         pa.array(
-            of_views(finals, "traffic", "pages")
-            & complete_mask(stage, "alerts", finals["start_ms"])
+            final
+            & of_views(merged, "traffic", "pages")
+            & complete_mask(stage, "alerts", merged["start_ms"])
         )
     )
     is_site = pc.equal(minutes["view"], "traffic")
