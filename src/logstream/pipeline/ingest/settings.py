@@ -105,9 +105,9 @@ SINGLE_PARTITION_ROWS = 50_000
 #: bound wherever the driver is not the whole machine (a cluster, Spark Connect).
 DRIVER_ROWS = 200_000
 #: A micro-batch on the driver path peaks at about this many bytes a line on the driver
-#: (Python's resident memory: 2.9 GB for 31 NASA days, 1,093,432 lines, in one micro-batch;
-#: docs/performance.md).
-DRIVER_BYTES_PER_LINE = 3_000
+#: (Python's resident memory: 4.1 GB at most over a 284-day backfill in micro-batches of
+#: 1,093,432 NASA lines; docs/performance.md).
+DRIVER_BYTES_PER_LINE = 4_000
 #: The most lines :func:`local_driver_rows` gives.
 LOCAL_DRIVER_ROWS = 2_000_000
 #: A micro-batch whose files hold more text than this (bytes; a compressed file counted ten
@@ -119,7 +119,7 @@ DRIVER_TEXT_BYTES = 200_000_000
 def local_driver_rows(memory_bytes: int | None = None) -> int:
     """:attr:`AnalyticsSettings.driver_rows` where one process is the driver and the
     executors (a local master) and the run computes outputs: the lines whose peak
-    (:data:`DRIVER_BYTES_PER_LINE`) fits a sixth of the machine's memory, at least
+    (:data:`DRIVER_BYTES_PER_LINE`) fits a quarter of the machine's memory, at least
     :data:`DRIVER_ROWS` and at most :data:`LOCAL_DRIVER_ROWS`. A backfill's micro-batch of
     that size is delivered on the driver in about half the Spark steps' time
     (docs/performance.md, *Scale*).
@@ -132,15 +132,15 @@ def local_driver_rows(memory_bytes: int | None = None) -> int:
     Examples
     --------
     >>> local_driver_rows(24 * 2**30)
-    1431655
-    >>> local_driver_rows(4 * 2**30)
-    238609
+    1610612
+    >>> local_driver_rows(16 * 2**30)
+    1073741
     >>> local_driver_rows(2**30), local_driver_rows(2**40)
     (200000, 2000000)
     """
     if memory_bytes is None:
         memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(DRIVER_ROWS, min(LOCAL_DRIVER_ROWS, memory_bytes // 6 // DRIVER_BYTES_PER_LINE))
+    return max(DRIVER_ROWS, min(LOCAL_DRIVER_ROWS, memory_bytes // 4 // DRIVER_BYTES_PER_LINE))
 
 
 def iso_ms(epoch_ms: int) -> str:

@@ -9,9 +9,11 @@ modules of the package.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -32,7 +34,7 @@ from logstream.pipeline.ingest.publish import (
     events_task,
     run_concurrently,
 )
-from logstream.pipeline.ingest.settings import DRIVER_TEXT_BYTES
+from logstream.pipeline.ingest.settings import DRIVER_ROWS, DRIVER_TEXT_BYTES
 from logstream.pipeline.ingest.watermark import Split, is_quarantined, split_batch
 from logstream.pipeline.state import SnapshotMeta
 from logstream.serving import IngestBatchWrite
@@ -111,6 +113,7 @@ class IngestStage(StageContext):
             # a replay uses the same
             self._tables = self.reference.for_batch(batch_id)
         cached = self._cached = []
+        large = False
         try:
             delivered = None
             if driver_eligible(self) and self._may_fit_driver(parsed, batch_id):
@@ -118,6 +121,7 @@ class IngestStage(StageContext):
                 rows = batch_rows(self, parsed)
                 if rows is not None:
                     self.path = "driver"
+                    large = rows.num_rows > DRIVER_ROWS
                     delivered = deliver_on_driver(self, rows, batch_id, prev, corrupt, parsed)
             if delivered is None:
                 one = OnePass(False, None, False)
@@ -149,6 +153,9 @@ class IngestStage(StageContext):
             for frame in cached:
                 frame.unpersist()
             self._cached = []
+            if large:  # a backfill's micro-batch on the driver: its memory back to the system
+                gc.collect()
+                pa.default_memory_pool().release_unused()
         with self.totals.lock:
             if applied:  # a replay the store already held is not counted again
                 self.totals.batches += 1
