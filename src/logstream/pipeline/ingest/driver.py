@@ -392,50 +392,65 @@ def deliver_on_driver(
         ahead_rows,
     )
     if next_watermark is not None:
-        closes = s.closes_windows(prev.final_until_ms, next_watermark)
-        # the final windows, the detector's scoring and the sessions' merge on two threads:
-        # the detector is Python, the rest mostly Arrow and Parquet, which release the GIL
-        tasks: list[Callable[[], None]] = []
-        if folded is not None:
-            newly = newly_final(folded["end_ms"], prev.final_until_ms, next_watermark)
-            if "alerts" in s.outputs:
-
-                def alerts() -> None:
-                    with stage._timed("alerts"):
-                        parts["series"] = score_alerts(
-                            stage,
-                            folded,
-                            newly if closes else None,
-                            state["series"],
-                            next_watermark,
-                            write,
-                        )
-
-                tasks.append(alerts)
-            if closes:
-                tasks.append(
-                    lambda: publish_windows(
-                        stage, folded, newly, windows, prev, next_watermark, write
-                    )
-                )
-            keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
-            end = folded["end_ms"].to_numpy()
-            keep = (end > next_watermark) | (of_views(folded, "pages") & (end > keep_from))
-            parts["panes"] = folded.filter(pa.array(keep)).drop(["touched"])
-        if "sessions" in s.outputs:
-
-            def sessions() -> None:
-                with stage._timed("sessions"):
-                    parts["sessions"] = close_sessions(
-                        stage, on_time, state["sessions"], next_watermark, write, closes
-                    )
-
-            tasks.append(sessions)
-        run_concurrently(tasks, 2, stage._spark)
+        _final_steps(stage, folded, windows, on_time, state, parts, prev, next_watermark, write)
         final_until = max(prev.final_until_ms or 0, next_watermark)
         meta = SnapshotMeta(batch_id, newest, final_until, list(s.outputs), since)
     stage._step("published_windows", batch_id)
     return write, meta, parts
+
+
+def _final_steps(
+    stage: StageContext,
+    folded: pa.Table | None,
+    windows: pa.Table | None,
+    on_time: pa.Table,
+    state: DriverParts,
+    parts: DriverParts,
+    prev: SnapshotMeta,
+    next_watermark: int,
+    write: IngestBatchWrite,
+) -> None:
+    """Step 7 after the events: the windows final in this batch published, the detector's
+    scoring and the sessions' merge, into ``parts`` (the state's new parts)."""
+    s = stage.settings
+    closes = s.closes_windows(prev.final_until_ms, next_watermark)
+    # the final windows, the detector's scoring and the sessions' merge on two threads:
+    # the detector is Python, the rest mostly Arrow and Parquet, which release the GIL
+    tasks: list[Callable[[], None]] = []
+    if folded is not None:
+        newly = newly_final(folded["end_ms"], prev.final_until_ms, next_watermark)
+        if "alerts" in s.outputs:
+
+            def alerts() -> None:
+                with stage._timed("alerts"):
+                    parts["series"] = score_alerts(
+                        stage,
+                        folded,
+                        newly if closes else None,
+                        state["series"],
+                        next_watermark,
+                        write,
+                    )
+
+            tasks.append(alerts)
+        if closes:
+            tasks.append(
+                lambda: publish_windows(stage, folded, newly, windows, prev, next_watermark, write)
+            )
+        keep_from = next_watermark - (s.trending_ms - s.trending_slide_ms)
+        end = folded["end_ms"].to_numpy()
+        keep = (end > next_watermark) | (of_views(folded, "pages") & (end > keep_from))
+        parts["panes"] = folded.filter(pa.array(keep)).drop(["touched"])
+    if "sessions" in s.outputs:
+
+        def sessions() -> None:
+            with stage._timed("sessions"):
+                parts["sessions"] = close_sessions(
+                    stage, on_time, state["sessions"], next_watermark, write, closes
+                )
+
+        tasks.append(sessions)
+    run_concurrently(tasks, 2, stage._spark)
 
 
 def _live_views(
