@@ -323,7 +323,8 @@ def test_the_time_to_the_first_data_is_stated_once_where_it_is_measured():
     before, performance = README.split("## Performance", 1)
     assert not re.search(r"(shows|appears|data) in (about )?\d", before)
     assert f"first data on the dashboard {first_data} after start" in performance
-    assert README.count(first_data) == 1
+    # not stated above the table (another row's figure may equal it: "13.8 s" was both)
+    assert first_data not in before
 
 
 #: A Spark version named in a text (``Spark 4.2``, ``PySpark 4.2.0``).
