@@ -196,14 +196,17 @@ def _driver_items(rows: pa.Table, views: tuple[str, ...]) -> pa.Table:
     return rows
 
 
-def batch_rows(stage: StageContext, parsed: DataFrame) -> pa.Table | None:
+def batch_rows(stage: StageContext, parsed: DataFrame, *, counted: bool = False) -> pa.Table | None:
     """The micro-batch's rows as one Arrow table, or None when it has more than
     ``driver_rows`` lines (then nothing is kept: the Spark steps deliver it).
 
     One Spark job. A plan with a stateful operator (``--dedup``) runs whole first (every
     state partition must commit the batch), then is read from its cache. Rows past Spark's
     ``spark.driver.maxResultSize`` also return None (the job fails before anything is
-    written).
+    written). ``counted``: the batch's lines were counted (a directory source's files,
+    ``IngestStage._driver_fit``), so the rows are collected as the tasks make them; else a
+    limit of ``driver_rows + 1`` bounds them, which Spark plans as one more task that
+    gathers every row (31 NASA days, warm, 2 cores: 2.4 s with the limit, 1.9 s without).
 
     Returns
     -------
@@ -231,7 +234,8 @@ def batch_rows(stage: StageContext, parsed: DataFrame) -> pa.Table | None:
                 return None
             return _driver_items(parsed.select(*columns).toArrow(), tuple(views))
         try:
-            rows = parsed.select(*columns).limit(limit + 1).toArrow()
+            projected = parsed.select(*columns)
+            rows = (projected if counted else projected.limit(limit + 1)).toArrow()
         except Exception as error:  # a source without files, lines larger than thought
             if "maxResultSize" not in str(error):
                 raise

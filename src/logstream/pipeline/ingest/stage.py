@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pyarrow as pa
 from pyspark import StorageLevel
@@ -116,9 +117,10 @@ class IngestStage(StageContext):
         large = False
         try:
             delivered = None
-            if driver_eligible(self) and self._may_fit_driver(parsed, batch_id):
+            fit = self._driver_fit(parsed, batch_id) if driver_eligible(self) else None
+            if fit is not None:
                 # the live path: one Spark job, then the driver
-                rows = batch_rows(self, parsed)
+                rows = batch_rows(self, parsed, counted=fit == "counted")
                 if rows is not None:
                     self.path = "driver"
                     large = rows.num_rows > DRIVER_ROWS
@@ -184,18 +186,19 @@ class IngestStage(StageContext):
         if pending is None and self.entry is not None:
             self.state.record_pending(batch_id, self.entry)
 
-    def _may_fit_driver(self, parsed: DataFrame, batch_id: int) -> bool:
-        """Whether micro-batch ``batch_id`` may have at most ``driver_rows`` lines. Its files
-        (a directory source) tell when it surely has fewer (under 100 bytes a line); past
-        that its lines are counted, instead of the live path's parse of up to ``driver_rows``
-        lines a partition that a backfill's micro-batch would throw away (31 NASA days in one
-        micro-batch, 2 cores: 10.8 s of executor time): the newlines of local files on the
-        driver (:func:`~logstream.sources.files.lines_at_most`, stopping past
-        ``driver_rows``), else a Spark count, a pass that reads but parses nothing (the
-        first job of a cold JVM: 4.0 s of a 31-day backfill). Files of more than
-        :data:`~.settings.DRIVER_TEXT_BYTES` of text never fit."""
+    def _driver_fit(self, parsed: DataFrame, batch_id: int) -> Literal["counted", "may"] | None:
+        """Whether micro-batch ``batch_id`` has at most ``driver_rows`` lines: ``counted`` when
+        its lines were counted (or its files hold fewer bytes than that), ``may`` when nothing
+        tells (a source without files: :func:`.driver.batch_rows` bounds it by a limit), None
+        when it has more. A directory source's lines are counted instead of the live path's
+        parse of up to ``driver_rows`` lines a partition that a backfill's micro-batch would
+        throw away (31 NASA days in one micro-batch, 2 cores: 10.8 s of executor time): the
+        newlines of local files on the driver (:func:`~logstream.sources.files.lines_at_most`,
+        about 20 ms for 100 MB, stopping past ``driver_rows``), else a Spark count, a pass
+        that reads but parses nothing (the first job of a cold JVM: 4.0 s of a 31-day
+        backfill). Files of more than :data:`~.settings.DRIVER_TEXT_BYTES` of text never fit."""
         if self.checkpoint is None:
-            return True
+            return "may"
         files = files_of_batch(self.checkpoint, batch_id) or []
         size = 0
         for name in files:
@@ -204,14 +207,14 @@ class IngestStage(StageContext):
             except OSError:
                 continue
         if size > DRIVER_TEXT_BYTES:  # its Arrow rows could pass spark.driver.maxResultSize
-            return False
-        if size <= self.settings.driver_rows * 100:
-            return True
+            return None
+        if size <= self.settings.driver_rows:  # a line holds at least one byte
+            return "counted"
         fits = lines_at_most(files, self.settings.driver_rows)  # the files' newlines, here
-        if fits is not None:
-            return fits
-        with self._timed("parse"):
-            return parsed.count() <= self.settings.driver_rows
+        if fits is None:
+            with self._timed("parse"):
+                fits = parsed.count() <= self.settings.driver_rows
+        return "counted" if fits else None
 
     def _corrupt_files(self, batch_id: int) -> dict[str, str]:
         if self.checkpoint is None:
