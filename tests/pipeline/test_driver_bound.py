@@ -1,6 +1,7 @@
 """Which micro-batches are delivered on the driver: the bound ``logstream run`` sets
 (:meth:`Pipeline._driver_rows`) and the guard on a micro-batch's text
-(:data:`~logstream.pipeline.ingest.settings.DRIVER_TEXT_BYTES`)."""
+(:data:`~logstream.pipeline.ingest.settings.DRIVER_TEXT_BYTES`), and the lines counted before the
+collect."""
 
 from __future__ import annotations
 
@@ -48,3 +49,31 @@ def test_a_micro_batch_of_more_text_than_the_guard_takes_the_spark_steps(
     over = run_to_end(pipeline_for(spark, config(tmp_path / "over", input_dir, **one)))
     assert over.ingest.paths == {"driver": 0, "one_pass": 0, "spark": 1}
     assert over.ingest.totals.events == run.ingest.totals.events == 6_000
+
+
+def test_counted_lines_decide_the_path_and_are_collected_without_a_limit(
+    spark, tmp_path, input_dir, monkeypatch
+):
+    """The files' 6,000 lines, counted on the driver: at a bound of 6,000 they are collected
+    as the tasks make them (no limit), at 5,999 the Spark steps deliver them, and the driver
+    never collects them."""
+    collected = []
+    real = stage_module.batch_rows
+
+    def spy(stage, parsed, *, counted=False):
+        collected.append(counted)
+        return real(stage, parsed, counted=counted)
+
+    monkeypatch.setattr(stage_module, "batch_rows", spy)
+    one = {"queries": "traffic_per_minute", "max_files_per_trigger": 2}
+    exact = run_to_end(
+        pipeline_for(spark, config(tmp_path / "exact", input_dir, driver_rows=6_000, **one))
+    )
+    assert exact.ingest.paths == {"driver": 1, "one_pass": 0, "spark": 0}
+    assert collected == [True]
+    over = run_to_end(
+        pipeline_for(spark, config(tmp_path / "over", input_dir, driver_rows=5_999, **one))
+    )
+    assert over.ingest.paths == {"driver": 0, "one_pass": 0, "spark": 1}
+    assert collected == [True]
+    assert over.ingest.totals.events == exact.ingest.totals.events == 6_000
