@@ -1,7 +1,8 @@
 """The compiled formats' character classes: white space written out (``_SPACE``) and greedy
 runs inside possessive groups match exactly what ``\\s`` and possessive runs matched.
 
-The reference is the same regular expression in its earlier spelling (``[^\\s…]``, ``…++|``),
+The reference is the same regular expression in its earlier spelling (``[^\\s…]``, ``…++|``,
+``bench/bench_parse_strategies.py``'s ``earlier_spelling``, which also times both),
 read with Java's meaning of ``\\s`` (Python's ``re.ASCII``: `` \\t\\n\\x0B\\f\\r``). Lines are
 drawn from an alphabet of what tells the spellings apart: Java's white space and Unicode's
 (``\\xa0``, ``\\u2028``, ``\\x1c``), quotes, backslashes, U+0001, ``?`` and brackets. Python's
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from bench.bench_parse_strategies import earlier_spelling as _earlier
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -23,16 +25,6 @@ from logstream.parsing.logformat import _SPACE, REQUEST_REGEX
 FORMATS = ("common", "combined", "vcombined", "nginx", '%h %l %u %t "%r" %>s %D', "%h:%u %t %U%q")
 ALPHABET = ' \t\n\x0b\f\r\xa0\u2028\u3000\x1c\x85"\\\x01?[]/:-aZ0Hh.TtPp'
 WORDS = ("GET", "HTTP/1.0", "http/1.1", "-", "/a?b", "[09/Jul/1995:00:00:01 -0400]", "200", "")
-
-
-def _earlier(regex: str) -> str:
-    """``regex`` as it was written before: ``\\s`` inside and outside classes, possessive runs
-    inside the repeated groups."""
-    return (
-        regex.replace(f"[^{_SPACE}", "[^\\s")
-        .replace(f"[{_SPACE}]*$", "\\s*$")
-        .replace("]+|\\\\[^\\x01]", "]++|\\\\[^\\x01]")
-    )
 
 
 PATTERNS = [compile_format(f).regex for f in FORMATS] + [REQUEST_REGEX]
