@@ -84,6 +84,19 @@ def _pane_rows(rows) -> Counter:
     )
 
 
+def test_a_sketch_pane_has_the_same_bytes_however_the_events_are_chunked(nasa_events):
+    """A replay may collect the same rows in other Arrow chunks (a partition a chunk): the
+    visitors' sketches hold the hosts in the order of their first event, so their bytes are
+    the same (Arrow's threads give a multi-chunk table's distinct values in any order)."""
+    spec = PaneSpec(views=("visitors",))
+    table = nasa_events.drop("_i").toArrow().combine_chunks()
+    whole = fold_events(table, spec).sort_by("start_ms")["sketch"].to_pylist()
+    assert len(whole) > 100
+    chunked = pa.Table.from_batches(table.to_batches(max_chunksize=97))
+    for _ in range(5):
+        assert fold_events(chunked, spec).sort_by("start_ms")["sketch"].to_pylist() == whole
+
+
 @pytest.mark.parametrize("older_batch", [False, True], ids=["in-order", "older-batch"])
 def test_the_arrow_fold_equals_spark_fold_panes_on_the_nasa_day(spark, nasa_events, older_batch):
     spec = PaneSpec(views=VIEWS)

@@ -228,7 +228,11 @@ def _pane_table(view: str, grouped: pa.Table, length: int) -> pa.Table:
 
 
 def _sketch_panes(events: pa.Table, t_ms: np.ndarray, view: str, length: int) -> pa.Table:
-    """The panes of a sketch view: an HLL sketch of the distinct hosts of each pane."""
+    """The panes of a sketch view: an HLL sketch of the distinct hosts of each pane. The hosts
+    enter a sketch sorted: Arrow gives a table's distinct values in an order that depends on
+    its chunks (a partition a chunk when Spark collects it) and its threads, and a sketch's
+    bytes depend on the order of its items, so a replay of the micro-batch writes the same
+    bytes."""
     key_col, item = SKETCH_VIEWS[view]
     if key_col is not None:  # every sketch view today is keyed by the site
         raise ValueError(f"the driver's fold has no keyed sketch view {view!r}")
@@ -241,7 +245,11 @@ def _sketch_panes(events: pa.Table, t_ms: np.ndarray, view: str, length: int) ->
     n = grouped.num_rows
     hosts = grouped["item_distinct"]
     offsets = pc.list_value_length(hosts).to_pylist()
-    flat = texts(pc.list_flatten(hosts))
+    items = pc.list_flatten(hosts)
+    by_pane = pa.table({"pane": pc.list_parent_indices(hosts), "item": items})
+    flat = texts(
+        pc.take(items, pc.sort_indices(by_pane, [("pane", "ascending"), ("item", "ascending")]))
+    )
     sketches, at = [], 0
     for size in offsets:
         sketches.append(hll_of(flat[at : at + (size or 0)]))
