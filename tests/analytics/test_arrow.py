@@ -86,8 +86,8 @@ def _pane_rows(rows) -> Counter:
 
 def test_a_sketch_pane_has_the_same_bytes_however_the_events_are_chunked(nasa_events):
     """A replay may collect the same rows in other Arrow chunks (a partition a chunk): the
-    visitors' sketches hold the hosts in the order of their first event, so their bytes are
-    the same (Arrow's threads give a multi-chunk table's distinct values in any order)."""
+    visitors' sketches take their hosts sorted, so their bytes are the same (Arrow gives a
+    table's distinct values in an order that depends on its chunks and threads)."""
     spec = PaneSpec(views=("visitors",))
     table = nasa_events.drop("_i").toArrow().combine_chunks()
     whole = fold_events(table, spec).sort_by("start_ms")["sketch"].to_pylist()
