@@ -97,6 +97,30 @@ def test_a_sketch_pane_has_the_same_bytes_however_the_events_are_chunked(nasa_ev
         assert fold_events(chunked, spec).sort_by("start_ms")["sketch"].to_pylist() == whole
 
 
+def test_the_fold_sums_exactly_past_float_precision_and_groups_a_null_key():
+    """The fold sums measures by ``np.bincount`` (float64) only where that is exact: a pane's
+    bytes above 2**53 are summed in int64 to the byte; a null host is a pane of its own."""
+    big = (1 << 53) + 1  # float64 cannot hold it: 2**53 + 1 rounds to 2**53
+    table = pa.table(
+        {
+            "t_ms": pa.array([0, 1_000, 2_000, 61_000, 62_000], pa.int64()),
+            "client_host": pa.array(["a", "a", None, "a", None]),
+            "status": pa.array([200, 404, 500, 200, 302], pa.int32()),
+            "bytes_sent": pa.array([big, big, 7, big, 5], pa.int64()),
+        }
+    )
+    rows = fold_events(table, PaneSpec(views=("traffic", "clients"))).to_pylist()
+    got = {
+        (r["view"], r["key"], r["start_ms"]): (r["requests"], r["bytes"], r["errors"]) for r in rows
+    }
+    assert got == {  # traffic panes of a minute, clients panes of five
+        ("traffic", "", 0): (3, 2 * big + 7, 2),
+        ("traffic", "", 60_000): (2, big + 5, 0),
+        ("clients", "a", 0): (3, 3 * big, 1),
+        ("clients", None, 0): (2, 12, 1),
+    }
+
+
 @pytest.mark.parametrize("older_batch", [False, True], ids=["in-order", "older-batch"])
 def test_the_arrow_fold_equals_spark_fold_panes_on_the_nasa_day(spark, nasa_events, older_batch):
     spec = PaneSpec(views=VIEWS)

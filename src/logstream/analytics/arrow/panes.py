@@ -1,8 +1,8 @@
 """Panes over Arrow tables: :mod:`logstream.analytics.panes` for a small micro-batch.
 
 The same views, keys, pane lengths and measures as :func:`logstream.analytics.panes.fold_panes`
-(its docstring's table), computed with Arrow's hash aggregation on the driver: each view's
-rows are a ``take`` of the events it holds, grouped by ``(key, start_ms)``; the visitors'
+(its docstring's table), computed on the driver: each view's rows are a ``take`` of the
+events it holds, summed by ``(key, start_ms)`` (integer codes and ``np.bincount``); the visitors'
 sketch is an HLL sketch per pane of its distinct hosts (:mod:`.sketches`). The merge with the
 open panes sums the measures, keeps the first and last event time, and unions the sketches,
 exactly as Spark's aggregation over their union does. The window outputs
@@ -160,51 +160,101 @@ def fold_events(events: pa.Table, spec: PaneSpec) -> pa.Table:
         raise ValueError("the bot features (client_pages) are folded by Spark only")
     t_ms = _np(events["t_ms"]).astype(np.int64)
     measures = _event_measures(events)
+    # how each measure is summed, judged once for the batch (a view's rows are a subset)
+    exact = {m: _float_exact(measures[m]) for m in MEASURES}
+    panes: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # a length's starts, each event's
     tables = []
     for view in views:
         length = spec.length_ms(view)
         if view in SKETCH_VIEWS:
             tables.append(_sketch_panes(events, t_ms, view, length))
             continue
+        if length not in panes:
+            starts, pane = np.unique(_pane_start(t_ms, length), return_inverse=True)
+            panes[length] = (starts, pane.ravel())
+        starts, pane = panes[length]
         keys, held = _view_keys(events, view)
-        if held.all():  # no copy of the measures (most views hold every event)
-            start, values = _pane_start(t_ms, length), measures
-        else:
+        values = measures
+        if not held.all():  # no copy of the measures (most views hold every event)
             rows = np.flatnonzero(held)
             if not len(rows):
                 continue
-            keys = pc.take(keys, pa.array(rows))
-            start = _pane_start(t_ms[rows], length)
-            values = {m: measures[m][rows] for m in MEASURES}
-        tables.append(_pane_table(view, _grouped_sums(keys, start, values), length))
+            keys, pane = pc.take(keys, pa.array(rows)), pane[rows]
+            values = {m: measures[m][rows] for m in MEASURES if exact[m] is not None}
+        grouped = _grouped_sums(keys, starts, pane, values, exact)
+        tables.append(_pane_table(view, grouped, length))
     if not tables:
         return ARROW_PANE_SCHEMA.empty_table()
     return pa.concat_tables(tables)
 
 
 def _grouped_sums(
-    keys: pa.Array | pa.ChunkedArray | None, start: np.ndarray, values: dict[str, np.ndarray]
+    keys: pa.Array | pa.ChunkedArray | None,
+    starts: np.ndarray,
+    pane: np.ndarray,
+    values: dict[str, np.ndarray],
+    exact: dict[str, bool | None],
 ) -> pa.Table:
     """``(key, start_ms, <m>_sum…)``: the :data:`MEASURES` of ``values`` summed by key and
-    start. The text keys are grouped by their dictionary indices (hashing integers, not
-    strings: a third of the time on a backfill's million events); ``keys`` None: the key
-    ``""`` (the site's traffic)."""
-    columns: dict[str, Any] = {"start_ms": start, **{m: values[m] for m in MEASURES}}
-    by = ["start_ms"]
+    pane (``keys`` None: the key ``""``, the site's traffic; a null key is a group of its
+    own, as in a hash aggregation). ``pane`` is each row's index into the sorted ``starts``;
+    ``exact`` is :func:`_float_exact` of each measure over the batch (None: all zero, then
+    ``values`` may lack it).
+
+    Each ``(key, pane)`` is one integer, the key's dictionary code times the panes plus the
+    pane (both below the rows, so below 2**62); its group is the code of a hash encoding of
+    that integer, and the sums are ``np.bincount``'s. Arrow's hash aggregation (``group_by``
+    of the key's codes and the start, a ``sum`` a measure) took 2.1 s of a 31-day
+    micro-batch's fold (1,093,432 events, 12 views, 2 cores); this takes about a third. The
+    groups are in the order of their first row."""
+    n = len(pane)
     dictionary = None
+    codes = np.zeros(n, dtype=np.int64)
     if keys is not None:
         if isinstance(keys, pa.ChunkedArray):
             keys = keys.combine_chunks()
-        encoded = pc.dictionary_encode(keys)
-        columns["k"], dictionary = encoded.indices, encoded.dictionary
-        by = ["k", "start_ms"]
-    grouped = pa.table(columns).group_by(by).aggregate([(m, "sum") for m in MEASURES])
+        encoded = pc.dictionary_encode(keys, null_encoding="encode")
+        codes, dictionary = encoded.indices.to_numpy().astype(np.int64), encoded.dictionary
+    width = max(len(starts), 1)
+    grouped = pc.dictionary_encode(pa.array(codes * width + pane))
+    ids, combined = grouped.indices.to_numpy(), grouped.dictionary.to_numpy()
+    groups = len(combined)
+    columns: dict[str, Any] = {"start_ms": starts[combined % width]}
+    for m in MEASURES:
+        columns[f"{m}_sum"] = _group_sum(ids, values.get(m), groups, exact[m])
     key = (
-        pa.array([""] * grouped.num_rows, pa.string())
+        pa.array([""] * groups, pa.string())
         if dictionary is None
-        else pc.take(dictionary, grouped["k"])
+        else pc.take(dictionary, pa.array(combined // width))
     )
-    return grouped.append_column("key", key)
+    return pa.table({**columns, "key": key})
+
+
+#: A float64 sum of integers is exact below this (``np.bincount``'s weights).
+_EXACT_FLOAT = 1 << 53
+
+
+def _float_exact(value: np.ndarray) -> bool | None:
+    """How int64 ``value`` is summed: None when it is all zero, True when float64 sums of any
+    of its values are exact (none negative, the largest times the rows below 2**53), else
+    False (``np.add.at``, exact in int64, slower)."""
+    if not value.any():
+        return None
+    return bool(value.min() >= 0 and int(value.max()) * len(value) < _EXACT_FLOAT)
+
+
+def _group_sum(
+    ids: np.ndarray, value: np.ndarray | None, groups: int, exact: bool | None
+) -> np.ndarray:
+    """The sums of int64 ``value`` by group ``ids`` (0 … ``groups`` − 1), as
+    :func:`_float_exact` judged them."""
+    if exact is None or value is None:
+        return np.zeros(groups, dtype=np.int64)
+    if exact:
+        return np.bincount(ids, weights=value, minlength=groups).astype(np.int64)
+    sums = np.zeros(groups, dtype=np.int64)
+    np.add.at(sums, ids, value)
+    return sums
 
 
 def _pane_table(view: str, grouped: pa.Table, length: int) -> pa.Table:
