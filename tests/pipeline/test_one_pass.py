@@ -4,7 +4,6 @@ in-batch rule can fire."""
 
 from __future__ import annotations
 
-import math
 import random
 import sqlite3
 from pathlib import Path
@@ -25,7 +24,7 @@ from tests.pipeline.test_skew import epoch_ms, skewed_file
 
 import logstream.pipeline.ingest.stage as stage_module
 from logstream.pipeline import Pipeline
-from logstream.pipeline.ingest.one_pass import CERTIFY_QUANTILE, certified
+from logstream.pipeline.ingest.one_pass import certified, gap_floor_ms
 from logstream.pipeline.ingest.skew import skew_cut
 from logstream.pipeline.ingest.watermark import ahead_bound_ms, quantile_index
 from logstream.sinks.route import OutputPublisher
@@ -64,29 +63,49 @@ def event_times(draw) -> tuple[np.ndarray, int]:
     return np.array(out, dtype=np.int64), delay_ms
 
 
+def _seconds(times: np.ndarray) -> int:
+    """The observed sum: each event time in whole seconds, rounded down."""
+    return int(np.floor_divide(times, 1000).sum())
+
+
 @settings(max_examples=400, deadline=None)
-@given(event_times())
-def test_a_certified_batch_is_one_no_rule_quarantines(drawn):
+@given(event_times(), st.integers(-(10**12), 10**12))
+def test_a_certified_batch_is_one_no_rule_quarantines(drawn, shift):
     times, delay_ms = drawn
-    # the highest value percentile_approx may give: rank 79 % plus its error
+    times = times + shift  # before and after 1970: the seconds are rounded down either way
     n = len(times)
-    q = times[min(n - 1, math.ceil((CERTIFY_QUANTILE + 1 / 10_000) * n) - 1)]
     halves = set((times // (delay_ms // 2)).tolist())
-    if certified(n, int(times[0]), int(times[-1]), int(q), halves, delay_ms):
+    if certified(n, int(times[0]), int(times[-1]), _seconds(times), halves, delay_ms):
         assert not _exact_rules_fire(times, delay_ms)
+
+
+@settings(max_examples=200, deadline=None)
+@given(event_times())
+def test_no_event_before_a_gap_the_rules_read_is_below_the_gap_floor(drawn):
+    """Markov's bound (one_pass module docstring), directly: the event before every gap of
+    more than the delay with at most a fifth of the events after it is at or above
+    :func:`gap_floor_ms`."""
+    times, delay_ms = drawn
+    n = len(times)
+    floor = gap_floor_ms(n, _seconds(times), int(times[-1]))
+    for i in np.flatnonzero(np.diff(times) > delay_ms):
+        if 5 * (n - 1 - i) <= n:
+            assert times[i] >= floor
 
 
 def test_the_31_nasa_days_are_certified_and_a_gap_in_their_newest_fifth_is_not(nasa_day):
     day = np.sort(np.array([epoch_ms(line) for line in nasa_lines(nasa_day)], dtype=np.int64))
     days = np.concatenate([day + d * 86_400_000 for d in range(31)])
-    q = int(np.quantile(days, CERTIFY_QUANTILE - 1e-4, method="lower"))
     halves = set((days // (DELAY_MS // 2)).tolist())
-    assert certified(len(days), int(days[0]), int(days[-1]), q, halves, DELAY_MS)
+    assert certified(len(days), int(days[0]), int(days[-1]), _seconds(days), halves, DELAY_MS)
     # an hour without requests on the last evening: no certificate (the Spark steps decide)
     last = days[-1] - 3 * 3_600_000
     quiet = days[(days < last) | (days > last + 3_600_000)]
     halves = set((quiet // (DELAY_MS // 2)).tolist())
-    assert not certified(len(quiet), int(quiet[0]), int(quiet[-1]), q, halves, DELAY_MS)
+    args = (int(quiet[0]), int(quiet[-1]), _seconds(quiet), halves, DELAY_MS)
+    assert not certified(len(quiet), *args)
+    # Markov's floor: below two fifths of the events (three eighths of an even span)
+    assert gap_floor_ms(len(days), _seconds(days), int(days[-1])) < days[len(days) * 2 // 5]
 
 
 # -- the pipeline ---------------------------------------------------------------------------

@@ -7,30 +7,36 @@ then write the events from the cache. When no output but the events reads the pa
 the work needs. Here the job that parses the micro-batch writes its on-time events at once,
 hidden (:func:`logstream.sinks.publish.prepare_batch`), and observes what the judgment needs
 (``Dataset.observe``, Spark docs "Observed metrics"): the counts, the oldest and newest
-event time, an approximate 79th percentile ``q`` and the set of half-delay buckets
+event time, the sum of the event times in whole seconds and the set of half-delay buckets
 (``floor(t / ⌊D / 2⌋)``, ``D`` the watermark delay).
 
 **The certificate.** Both rules quarantine events only after a gap of more than ``D``
-between two consecutive event times: the in-batch rule among the newest 0.1 %
+between two consecutive event times ``e < e'``: the in-batch rule among the newest 0.1 %
 (:func:`.watermark.ahead_bound_ms`), the skew above an empty ``D``-bucket with at most 20 %
-of the events at or after it (:func:`.skew.skew_cut`); the event below such a gap is then at
-or above the 80th percentile. ``q``'s rank is within 1/10,000 of 79 % (``percentile_approx``,
-accuracy 10,000), so it lies below both. If every half-delay bucket from ``q``'s to the newest
-event's holds an event, two consecutive events from ``q`` on lie less than ``D`` apart
-(within two adjacent buckets): neither rule can fire, and the prepared events are exactly
-the on-time events the Spark steps would write.
+of the events at or after it (:func:`.skew.skew_cut`); either way at most a fifth of the
+events lie after ``e``. Markov's inequality on ``max − t`` (``max`` the newest event time,
+``μ`` the mean) bounds that share from below by ``(μ − e) / (max − e)``, above a fifth for
+every ``e`` below ``q = (5μ − max) / 4``: so ``e ≥ q``. ``q`` is computed on the driver from a
+lower bound of ``μ`` (the seconds' sum, each second floored, less one second an event), in
+integers. If every half-delay bucket from ``q``'s to the newest event's holds an event, two
+consecutive events from ``q`` on lie less than ``D`` apart (within two adjacent buckets):
+neither rule can fire, and the prepared events are exactly the on-time events the Spark
+steps would write. Events spread evenly over the batch put ``q`` at three eighths of its
+span; a 79th percentile (``percentile_approx``, which this replaced) asked for fewer buckets,
+but its per-row insert cost about 1 s of a 31-day backfill's 18 s (2 cores, cold process).
 
 **Certified**: the prepared events are published (:func:`.publish.events_task`: a rename), the
 late events and quarantined lines, when the counts show any, are read from the micro-batch
-again (a second pass only then). **Not certified** (a quiet hour in the newest fifth, more
-than :data:`MAX_HALF_BUCKETS` buckets): the Spark steps judge the batch exactly; when neither
-rule fires the prepared events are still published, otherwise they are dropped and written
-anew. Either way the outputs are the Spark steps' own; a replay decides alike (the certificate
-is a proof, so whichever way a replay goes, the rows are the same).
+again (a second pass only then). **Not certified** (a quiet hour after ``q``, more than
+:data:`MAX_HALF_BUCKETS` buckets, a sum past a 64-bit integer): the Spark steps judge the
+batch exactly; when neither rule fires the prepared events are still published, otherwise
+they are dropped and written anew. Either way the outputs are the Spark steps' own; a replay
+decides alike (the certificate is a proof, so whichever way a replay goes, the rows are the
+same).
 
-The 31 NASA days in one micro-batch, ingest only, each way in its own cold process
-(2 cores, one run each, alternating; ``bench/bench_single_pass.py`` measures the steps warm):
-see docs/performance.md.
+The 31 NASA days in one micro-batch, ingest only, each way in its own cold process (2 cores,
+one run each, alternating; ``bench/bench_single_pass.py`` measures the steps warm): see
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -53,19 +59,14 @@ if TYPE_CHECKING:
     from logstream.pipeline.ingest.context import StageContext
 
 __all__ = [
-    "CERTIFY_QUANTILE",
     "MAX_HALF_BUCKETS",
     "OnePass",
     "certified",
+    "gap_floor_ms",
     "one_pass_eligible",
     "prepare_events",
 ]
 
-#: The quantile from which the half-delay buckets must all hold an event: below the 80th
-#: percentile that a skew needs, by more than ``percentile_approx``'s rank error.
-CERTIFY_QUANTILE = 0.79
-#: ``percentile_approx``'s accuracy: a rank error of at most 1/10,000 of the events.
-_ACCURACY = 10_000
 #: The most half-delay buckets observed (about 1.9 years of event time at the default
 #: 10-minute delay); a micro-batch spanning more is not certified.
 MAX_HALF_BUCKETS = 100_000
@@ -91,11 +92,40 @@ class OnePass:
     prepared: bool
 
 
+def gap_floor_ms(events: int, sum_s: int, max_ms: int) -> int:
+    """A time at or below the event before any gap that an in-batch rule can quarantine after
+    (module docstring: ``q = (5μ − max) / 4``, Markov's inequality), from a lower bound of the
+    mean event time.
+
+    Parameters
+    ----------
+    events : int
+        The micro-batch's events (on time and late), at least 1.
+    sum_s : int
+        The sum of their event times in whole seconds, each rounded down (``floor(t_ms /
+        1000)``); the bound allows each to be one second too high.
+    max_ms : int
+        The newest event time (epoch ms).
+
+    Returns
+    -------
+    int
+        Epoch ms, rounded down.
+
+    Examples
+    --------
+    >>> gap_floor_ms(4, 0 + 600 + 1_200 + 1_800, 1_800_000)  # 0, 10, 20, 30 minutes
+    673750
+    """
+    mean_lo_x_events = 1000 * (sum_s - events)  # μ ≥ this / events
+    return (5 * mean_lo_x_events - events * max_ms) // (4 * events)
+
+
 def certified(
     events: int,
     min_ms: int | None,
     max_ms: int | None,
-    q_ms: int | None,
+    sum_s: int | None,
     halves: Collection[int],
     delay_ms: int,
 ) -> bool:
@@ -108,9 +138,9 @@ def certified(
         Its events (on time and late).
     min_ms, max_ms : int or None
         Its oldest and newest event time (epoch ms; None without events).
-    q_ms : int or None
-        An event time at or below its 80th percentile less 1/10,000 (``percentile_approx`` at
-        :data:`CERTIFY_QUANTILE`).
+    sum_s : int or None
+        The sum of its event times in whole seconds, rounded down (:func:`gap_floor_ms`);
+        None when it passed a 64-bit integer (``try_sum``).
     halves : collection of int
         Its half-delay buckets (``t // (delay_ms // 2)``), each once; more than
         :data:`MAX_HALF_BUCKETS` certify nothing.
@@ -123,19 +153,19 @@ def certified(
 
     Examples
     --------
-    >>> certified(4, 0, 900_000, 0, {0, 1, 2, 3}, 600_000)
+    >>> certified(4, 0, 1_800_000, 3_600, {0, 1, 2, 3, 4, 5, 6}, 600_000)
     True
-    >>> certified(4, 0, 2_000_000, 0, {0, 1, 6}, 600_000)  # 900,000 to 1,800,000 ms empty
+    >>> certified(4, 0, 2_000_000, 3_600, {0, 1, 6}, 600_000)  # 900,000 to 1,800,000 ms empty
     False
     """
     if events < 2 or max_ms is None or min_ms is None or max_ms - min_ms <= delay_ms:
         return True  # neither rule reads such a batch
-    if q_ms is None or len(halves) > MAX_HALF_BUCKETS:
+    if sum_s is None or len(halves) > MAX_HALF_BUCKETS:
         return False
     half = delay_ms // 2
-    first, last = q_ms // half, max_ms // half
+    first, last = gap_floor_ms(events, sum_s, max_ms) // half, max_ms // half
     seen = halves if isinstance(halves, set | frozenset) else set(halves)
-    return all(k in seen for k in range(first, last + 1))
+    return all(k in seen for k in range(max(first, min_ms // half), last + 1))
 
 
 def one_pass_eligible(stage: StageContext, batch_id: int) -> bool:
@@ -191,7 +221,7 @@ def prepare_events(
     observed = parsed.observe(
         seen,
         *count_metrics(is_event, is_late),
-        F.percentile_approx(t_ms, CERTIFY_QUANTILE, _ACCURACY).alias("q_ms"),
+        F.try_sum(F.floor(t_ms / F.lit(1000))).alias("sum_s"),
         F.slice(F.collect_set(half), 1, MAX_HALF_BUCKETS + 1).alias("halves"),
     )
     root = stage.output_dir / "events"
@@ -201,6 +231,6 @@ def prepare_events(
             return OnePass(False, None, False)  # published before: nothing ran, nothing seen
         m = seen.get
     events = m["on_time"] + m["late"]
-    if not certified(events, m["min_ms"], m["max_ms"], m["q_ms"], m["halves"], s.watermark_ms):
+    if not certified(events, m["min_ms"], m["max_ms"], m["sum_s"], m["halves"], s.watermark_ms):
         return OnePass(False, None, True)
     return OnePass(True, judged(stage, parsed, batch_id, prev, corrupt, m, columns, True), True)
